@@ -1,0 +1,122 @@
+"""Command-line arguments shared by every ``run_*.py``: three ``HfArgumentParser`` dataclasses
+(model, data, training), in the layout of the Hugging Face example scripts.
+
+Every script also takes one ``.json`` or ``.yaml`` file as its first argument; flags after it
+override the file (``python run_simcse.py configs/simcse_bert_base.yaml --seed 2``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+
+import yaml
+from transformers import HfArgumentParser, TrainingArguments
+
+from .pooling import POOLERS
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(
+        default="bert-base-uncased", metadata={"help": "Checkpoint to start from (hub name or directory)."}
+    )
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the model's own."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Where hub downloads are cached."})
+    pooler_type: str = field(
+        default="cls",
+        metadata={"help": "Pooler used in training (cls = [CLS] + linear/tanh head).", "choices": list(POOLERS)},
+    )
+    temp: float = field(default=0.05, metadata={"help": "Softmax temperature tau of the contrastive loss."})
+    mlp_only_train: bool = field(
+        default=True,
+        metadata={"help": "Use the head in training only and evaluate [CLS] before it (unsupervised SimCSE)."},
+    )
+
+
+@dataclass
+class DataArguments:
+    train_file: str | None = field(
+        default=None,
+        metadata={"help": "A .txt (one sentence a line) or .csv corpus; default $CSE_DATA_DIR/wiki1m_for_simcse.txt."},
+    )
+    dataset_name: str | None = field(default=None, metadata={"help": "A hub dataset to train on instead of train_file."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "The hub dataset's configuration."})
+    text_column: str | None = field(
+        default=None,
+        metadata={"help": "Column holding the sentences (CSV or hub data); default: the only column, else 'text'."},
+    )
+    max_seq_length: int = field(default=32, metadata={"help": "Training sentences are truncated to this many tokens."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N sentences."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
+    overwrite_cache: bool = field(default=False, metadata={"help": "Re-tokenise even if a cached copy exists."})
+    senteval_data_dir: str | None = field(
+        default=None, metadata={"help": "SentEval data (STS-B dev for model selection); default $CSE_DATA_DIR/senteval."}
+    )
+
+
+FINAL_EVAL_MODES = ("test", "dev", "none")
+
+
+@dataclass
+class CSETrainingArguments(TrainingArguments):
+    """``TrainingArguments`` with SimCSE's unsupervised BERT-base defaults."""
+
+    per_device_train_batch_size: int = field(default=64, metadata={"help": "Sentences per device and step."})
+    per_device_eval_batch_size: int = field(default=128, metadata={"help": "Sentences per encoding batch in evaluation."})
+    learning_rate: float = field(default=3e-5, metadata={"help": "Peak learning rate (linear decay)."})
+    num_train_epochs: float = field(default=1.0, metadata={"help": "Epochs over the corpus."})
+    eval_strategy: str = field(default="steps", metadata={"help": "Evaluate on STS-B dev every eval_steps."})
+    eval_steps: float | None = field(default=125, metadata={"help": "Steps between STS-B dev evaluations."})
+    save_strategy: str = field(default="steps", metadata={"help": "Must match eval_strategy for best-model tracking."})
+    save_steps: float = field(default=125, metadata={"help": "Steps between checkpoints (a multiple of eval_steps)."})
+    save_total_limit: int | None = field(
+        default=1, metadata={"help": "Checkpoints kept besides the best one (each holds optimizer state)."}
+    )
+    logging_steps: float = field(default=125, metadata={"help": "Steps between loss logs."})
+    metric_for_best_model: str | None = field(default="stsb_spearman", metadata={"help": "Model selection metric."})
+    greater_is_better: bool | None = field(default=True, metadata={"help": "Higher Spearman is better."})
+    load_best_model_at_end: bool = field(default=True, metadata={"help": "Restore the best checkpoint after training."})
+    remove_unused_columns: bool = field(default=False, metadata={"help": "Batches are built by our collator."})
+    ddp_find_unused_parameters: bool | None = field(default=False, metadata={"help": "Every trainable weight is used."})
+    final_eval: str = field(
+        default="test",
+        metadata={"help": "After training, evaluate the best model on the 7 STS test sets (test), dev, or not (none).",
+                  "choices": list(FINAL_EVAL_MODES)},
+    )
+
+
+def _to_argv(config: dict) -> list[str]:
+    argv = []
+    for key, value in config.items():
+        if value is None:
+            continue
+        argv.append(f"--{key}")
+        if isinstance(value, (list, tuple)):
+            argv.extend(str(v) for v in value)
+        elif isinstance(value, bool):
+            argv.append(str(value).lower())
+        else:
+            argv.append(str(value))
+    return argv
+
+
+def read_config_file(path: str) -> dict:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"config file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f) if path.endswith(".json") else yaml.safe_load(f)
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must hold a mapping of argument names to values")
+    return config
+
+
+def parse_args(dataclass_types, argv: list[str] | None = None):
+    """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses; a leading ``.json``/``.yaml``
+    path supplies values that later flags override. Unknown names are errors."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].endswith((".json", ".yaml", ".yml")):
+        argv = _to_argv(read_config_file(argv[0])) + argv[1:]
+    return HfArgumentParser(dataclass_types).parse_args_into_dataclasses(args=argv, look_for_args_file=False)

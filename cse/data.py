@@ -1,0 +1,160 @@
+"""The training corpus: loading, cleaning, tokenising once (cached by ``datasets``), and the collator
+that turns each sentence into its two views.
+
+Unsupervised SimCSE's positive pair is the same sentence passed twice through the encoder: the two
+views have identical token ids and differ only by dropout, so the collator repeats each row.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import datasets
+import torch
+
+from .paths import MissingDataError, default_train_file, require_path
+
+logger = logging.getLogger(__name__)
+
+LOCAL_FORMATS = {".txt": "text", ".csv": "csv"}
+
+
+class EmptyCorpusError(ValueError):
+    """The corpus holds no usable sentence."""
+
+
+def count_undecodable_lines(path: str) -> int:
+    """Lines of ``path`` that are not valid UTF-8 (they are decoded with U+FFFD replacements)."""
+    bad = 0
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                bad += 1
+    return bad
+
+
+def _pick_text_column(columns: list[str], text_column: str | None, source: str) -> str:
+    if text_column is not None:
+        if text_column not in columns:
+            raise ValueError(f"{source} has no column {text_column!r}; its columns are {columns}")
+        return text_column
+    if len(columns) == 1:
+        return columns[0]
+    if "text" in columns:
+        return "text"
+    raise ValueError(f"{source} has columns {columns}: say which holds the sentences with --text_column")
+
+
+def load_corpus(
+    train_file: str | None = None,
+    dataset_name: str | None = None,
+    dataset_config_name: str | None = None,
+    text_column: str | None = None,
+    max_train_samples: int | None = None,
+    cache_dir: str | None = None,
+) -> datasets.Dataset:
+    """The training sentences as a one-column (``text``) dataset, blank lines dropped and counted.
+
+    ``train_file`` is a local ``.txt`` (one sentence a line) or ``.csv``; ``dataset_name`` a hub
+    dataset (its ``train`` split). Neither given: ``$CSE_DATA_DIR/wiki1m_for_simcse.txt``.
+    """
+    if train_file and dataset_name:
+        raise ValueError("give either train_file or dataset_name, not both")
+    if dataset_name:
+        source = dataset_name
+        corpus = datasets.load_dataset(dataset_name, dataset_config_name, split="train", cache_dir=cache_dir)
+    else:
+        path = train_file or default_train_file()
+        source = path
+        require_path(path, "training corpus")
+        extension = os.path.splitext(path)[1].lower()
+        if extension not in LOCAL_FORMATS:
+            raise ValueError(f"training corpus must be .txt or .csv, got {path}")
+        if os.path.getsize(path) == 0:
+            raise EmptyCorpusError(f"training corpus is empty: {path}")
+        bad = count_undecodable_lines(path)
+        if bad:
+            logger.warning("%s: %d line(s) are not valid UTF-8; bad bytes are replaced by U+FFFD", path, bad)
+        corpus = datasets.load_dataset(
+            LOCAL_FORMATS[extension], data_files={"train": path}, split="train", cache_dir=cache_dir,
+            encoding_errors="replace",
+        )
+    column = _pick_text_column(corpus.column_names, text_column, source)
+    corpus = corpus.select_columns([column])
+    if column != "text":
+        corpus = corpus.rename_column(column, "text")
+    total = len(corpus)
+    corpus = corpus.filter(
+        lambda batch: [isinstance(t, str) and bool(t.strip()) for t in batch["text"]],
+        batched=True,
+        desc="Dropping blank lines",
+    )
+    dropped = total - len(corpus)
+    if dropped:
+        logger.warning("%s: dropped %d empty or whitespace-only line(s) of %d", source, dropped, total)
+    if len(corpus) == 0:
+        raise EmptyCorpusError(f"training corpus has no non-blank line: {source}")
+    if max_train_samples is not None:
+        corpus = corpus.select(range(min(max_train_samples, len(corpus))))
+    logger.info("training corpus %s: %d sentences", source, len(corpus))
+    return corpus
+
+
+def tokenize_corpus(
+    corpus: datasets.Dataset,
+    tokenizer,
+    max_seq_length: int,
+    num_proc: int | None = None,
+    overwrite_cache: bool = False,
+) -> datasets.Dataset:
+    """Tokenise once; ``datasets`` caches the result beside the corpus' Arrow cache."""
+    if max_seq_length < 2:
+        raise ValueError(f"max_seq_length must leave room for the special tokens, got {max_seq_length}")
+    return corpus.map(
+        lambda batch: tokenizer(batch["text"], truncation=True, max_length=max_seq_length),
+        batched=True,
+        num_proc=num_proc,
+        remove_columns=["text"],
+        load_from_cache_file=not overwrite_cache,
+        desc="Tokenising",
+    )
+
+
+class TwoViewCollator:
+    """Pad a batch of tokenised sentences and repeat each one: tensors of shape ``(batch, 2, length)``."""
+
+    def __init__(self, tokenizer, num_views: int = 2):
+        self.tokenizer = tokenizer
+        self.num_views = num_views
+
+    def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        batch = self.tokenizer.pad(features, return_tensors="pt")
+        return {k: v.unsqueeze(1).expand(-1, self.num_views, -1).contiguous() for k, v in batch.items()}
+
+
+def build_train_dataset(data_args, tokenizer, cache_dir: str | None = None) -> datasets.Dataset:
+    corpus = load_corpus(
+        train_file=data_args.train_file,
+        dataset_name=data_args.dataset_name,
+        dataset_config_name=data_args.dataset_config_name,
+        text_column=data_args.text_column,
+        max_train_samples=data_args.max_train_samples,
+        cache_dir=cache_dir,
+    )
+    return tokenize_corpus(
+        corpus, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers, data_args.overwrite_cache
+    )
+
+
+__all__ = [
+    "EmptyCorpusError",
+    "MissingDataError",
+    "TwoViewCollator",
+    "build_train_dataset",
+    "count_undecodable_lines",
+    "load_corpus",
+    "tokenize_corpus",
+]

@@ -1,0 +1,186 @@
+"""The sentence encoder: a Hugging Face backbone, a pooler and SimCSE's projection head.
+
+SimCSE separates the *training forward* (both dropout views of every sentence, pooled with the
+training pooler, head included) from the *embedding forward* used at evaluation (one view, pooled
+with the evaluation pooler). :class:`CSEModel` keeps that split: :meth:`CSEModel.forward` is the
+former and :meth:`CSEModel.embed` / :meth:`CSEModel.encode` the latter.
+
+The projection head (linear + tanh on [CLS]) is the backbone's own pooling layer (``BertPooler``,
+``RobertaPooler``), re-initialised at the start of training as SimCSE initialises its fresh MLP.
+Training it in place means the exported directory is a plain Hugging Face model whose
+``pooler_output`` *is* the trained head, which is what SimCSE's ``simcse_to_huggingface.py``
+produces by renaming ``mlp.*`` to ``pooler.*``: ``AutoModel.from_pretrained(dir)`` plus the recorded
+pooler reproduces our evaluation with no conversion step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from transformers import AutoModel, AutoTokenizer
+
+from .pooling import NEEDS_HIDDEN_STATES, check_pooler, pool
+
+CSE_CONFIG_NAME = "cse_config.json"
+
+
+def read_cse_config(model_dir: str) -> dict:
+    """The ``cse_config.json`` this repository writes beside an exported model ({} if absent)."""
+    path = os.path.join(model_dir, CSE_CONFIG_NAME)
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class CSEModel(nn.Module):
+    """Backbone + pooler + optional projection head.
+
+    Args:
+        backbone: an ``AutoModel`` (BERT, RoBERTa, ...).
+        tokenizer: the matching tokenizer, used by :meth:`encode`.
+        pooler_type: the pooler used in training (one of :data:`cse.pooling.POOLERS`).
+        mlp_only_train: use the head (pooler ``cls``) in training only and evaluate with
+            ``cls_before_pooler``, as unsupervised SimCSE does.
+    """
+
+    def __init__(self, backbone, tokenizer, pooler_type: str = "cls", mlp_only_train: bool = False):
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.pooler_type = check_pooler(pooler_type)
+        self.mlp_only_train = mlp_only_train
+        if mlp_only_train and pooler_type != "cls":
+            raise ValueError(f"mlp_only_train needs pooler 'cls' (the head is only used with it), got {pooler_type!r}")
+        head = getattr(backbone, "pooler", None)
+        if pooler_type == "cls" and head is None:
+            raise ValueError(
+                f"pooler 'cls' needs a backbone with a pooling layer; {type(backbone).__name__} has none: "
+                "use 'cls_before_pooler'"
+            )
+        if head is not None and pooler_type != "cls":
+            # The pooling layer would get no gradient: keep it out of the optimizer and out of DDP's
+            # reducer (which requires every trainable parameter to be used).
+            head.requires_grad_(False)
+
+    @property
+    def eval_pooler(self) -> str:
+        return "cls_before_pooler" if self.mlp_only_train else self.pooler_type
+
+    @property
+    def config(self):
+        return self.backbone.config
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        model_name_or_path: str,
+        pooler_type: str | None = None,
+        mlp_only_train: bool = False,
+        tokenizer_name_or_path: str | None = None,
+        **backbone_kwargs,
+    ) -> CSEModel:
+        """Load a backbone and tokenizer; ``pooler_type=None`` takes the pooler recorded in the
+        directory's ``cse_config.json`` (an error if there is none)."""
+        if pooler_type is None:
+            pooler_type = read_cse_config(model_name_or_path).get("pooler") if os.path.isdir(model_name_or_path) else None
+            if pooler_type is None:
+                raise ValueError(f"no pooler given and {model_name_or_path} records none in {CSE_CONFIG_NAME}")
+        backbone = AutoModel.from_pretrained(model_name_or_path, **backbone_kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_name_or_path or model_name_or_path)
+        return cls(backbone, tokenizer, pooler_type=pooler_type, mlp_only_train=mlp_only_train)
+
+    def reset_head(self) -> None:
+        """Re-initialise the projection head as SimCSE initialises its MLP (N(0, initializer_range)
+        weights, zero bias) rather than keeping BERT's next-sentence-prediction pooler."""
+        std = getattr(self.config, "initializer_range", 0.02)
+        for module in self.backbone.pooler.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+                nn.init.zeros_(module.bias)
+
+    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None):
+        kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        outputs = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            output_hidden_states=pooler_type in NEEDS_HIDDEN_STATES,
+            return_dict=True,
+            **kwargs,
+        )
+        return pool(pooler_type, attention_mask, outputs)
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        """Training forward: ``(batch, views, length)`` token ids -> ``(batch, views, hidden)``
+        embeddings, each view its own dropout sample."""
+        batch, views, length = input_ids.shape
+        flat = lambda t: None if t is None else t.reshape(batch * views, length)  # noqa: E731
+        pooled = self._pooled(self.pooler_type, flat(input_ids), flat(attention_mask), flat(token_type_ids))
+        return pooled.view(batch, views, -1)
+
+    def embed(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        """Embedding forward: ``(n, length)`` -> ``(n, hidden)`` with the evaluation pooler."""
+        return self._pooled(self.eval_pooler, input_ids, attention_mask, token_type_ids)
+
+    @torch.no_grad()
+    def encode(
+        self,
+        sentences: Sequence[str],
+        batch_size: int = 128,
+        max_length: int | None = None,
+        autocast_dtype: torch.dtype | None = None,
+    ) -> torch.Tensor:
+        """Embed sentences (float32, on the CPU, in input order).
+
+        Sentences are sorted by token length before batching so that batches carry little padding;
+        ``max_length=None`` does not truncate, as SentEval's batcher does not.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        device = next(self.parameters()).device
+        encoded = self.tokenizer(
+            list(sentences), truncation=max_length is not None, max_length=max_length, padding=False
+        )
+        features = [dict(zip(encoded.keys(), values)) for values in zip(*encoded.values())]
+        order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
+        hidden = self.config.hidden_size
+        out = torch.empty(len(features), hidden, dtype=torch.float32)
+        was_training = self.training
+        self.eval()
+        autocast = (
+            torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None else contextlib.nullcontext()
+        )
+        try:
+            with autocast:
+                for start in range(0, len(order), batch_size):
+                    idx = order[start : start + batch_size]
+                    batch = self.tokenizer.pad([features[i] for i in idx], return_tensors="pt")
+                    batch = {k: v.to(device) for k, v in batch.items()}
+                    out[idx] = self.embed(**batch).float().cpu()
+        finally:
+            self.train(was_training)
+        return out
+
+    def save_pretrained(self, save_directory: str, state_dict: dict | None = None) -> None:
+        """Export a plain Hugging Face model directory (backbone, tokenizer) plus ``cse_config.json``
+        recording the evaluation pooler. ``state_dict`` is this module's full state dict when the
+        caller had to gather it (DeepSpeed); by default the live weights are saved."""
+        os.makedirs(save_directory, exist_ok=True)
+        backbone_state = None
+        if state_dict is not None:
+            prefix = "backbone."
+            backbone_state = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
+        self.backbone.save_pretrained(save_directory, state_dict=backbone_state)
+        self.tokenizer.save_pretrained(save_directory)
+        with open(os.path.join(save_directory, CSE_CONFIG_NAME), "w", encoding="utf-8") as f:
+            json.dump(
+                {"pooler": self.eval_pooler, "training_pooler": self.pooler_type, "mlp_only_train": self.mlp_only_train},
+                f,
+                indent=2,
+            )
+            f.write("\n")

@@ -1,0 +1,44 @@
+"""Where data lives: explicit paths first, then the ``CSE_DATA_DIR`` environment variable.
+
+``CSE_DATA_DIR`` holds ``senteval/`` (SentEval's data layout) and the training corpus
+(``wiki1m_for_simcse.txt``), as ``scripts/download_data.sh`` lays them out.
+"""
+
+from __future__ import annotations
+
+import os
+
+DATA_DIR_ENV = "CSE_DATA_DIR"
+DEFAULT_CORPUS = "wiki1m_for_simcse.txt"
+
+
+class MissingDataError(FileNotFoundError):
+    """A data file or directory the run needs is absent; the message names it and how to get it."""
+
+
+_HOW_TO_GET = f"run scripts/download_data.sh (it fills ${DATA_DIR_ENV}) or pass the path explicitly"
+
+
+def _data_root(what: str) -> str:
+    root = os.environ.get(DATA_DIR_ENV)
+    if not root:
+        raise MissingDataError(f"no path given for {what} and ${DATA_DIR_ENV} is not set: {_HOW_TO_GET}")
+    return root
+
+
+def require_path(path: str, what: str) -> str:
+    if not os.path.exists(path):
+        raise MissingDataError(f"{what} not found: {path} ({_HOW_TO_GET})")
+    return path
+
+
+def senteval_dir(explicit: str | None = None) -> str:
+    """The SentEval data directory: ``explicit`` or ``$CSE_DATA_DIR/senteval``."""
+    path = explicit if explicit else os.path.join(_data_root("the SentEval data"), "senteval")
+    if not os.path.isdir(path):
+        raise MissingDataError(f"SentEval data directory not found: {path} ({_HOW_TO_GET})")
+    return path
+
+
+def default_train_file() -> str:
+    return require_path(os.path.join(_data_root("the training corpus"), DEFAULT_CORPUS), "training corpus")

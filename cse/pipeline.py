@@ -1,0 +1,82 @@
+"""The body every ``run_*.py`` shares: logging, corpus, trainer, training (resuming where a run
+stopped), export of the best encoder, and the final STS table."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+
+import datasets
+import transformers
+from transformers.trainer_utils import get_last_checkpoint
+
+from .data import TwoViewCollator, build_train_dataset
+from .evaluation import SentEvalSuite
+from .results import markdown_table
+from .trainer import CSETrainer
+
+logger = logging.getLogger(__name__)
+
+
+def setup_logging(training_args) -> None:
+    logging.basicConfig(
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=[logging.StreamHandler(sys.stdout)]
+    )
+    level = training_args.get_process_log_level()
+    # Our own progress lines (corpus size, batch and negatives) are info-level: show them once.
+    logging.getLogger("cse").setLevel(logging.INFO if training_args.should_log else level)
+    datasets.utils.logging.set_verbosity(level)
+    transformers.utils.logging.set_verbosity(level)
+    transformers.utils.logging.enable_default_handler()
+    transformers.utils.logging.enable_explicit_format()
+
+
+def find_checkpoint(training_args) -> str | None:
+    """``--resume_from_checkpoint`` if given, else the last checkpoint left in ``output_dir`` by an
+    interrupted run (delete the directory to start afresh)."""
+    if training_args.resume_from_checkpoint:
+        return training_args.resume_from_checkpoint
+    if os.path.isdir(training_args.output_dir):
+        last = get_last_checkpoint(training_args.output_dir)
+        if last is not None:
+            logger.warning("resuming from %s, left in the output directory by an earlier run", last)
+            return last
+    return None
+
+
+def train_and_evaluate(model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, **trainer_kwargs):
+    """Train ``model`` with ``loss``, save the best encoder to ``output_dir`` and, unless
+    ``--final_eval none``, print and save its STS table. Returns the trainer."""
+    with training_args.main_process_first(desc="corpus tokenisation"):
+        train_dataset = build_train_dataset(data_args, model.tokenizer, cache_dir=model_args.cache_dir)
+    trainer = trainer_class(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        data_collator=TwoViewCollator(model.tokenizer),
+        processing_class=model.tokenizer,
+        loss=loss,
+        senteval_data_dir=data_args.senteval_data_dir,
+        **trainer_kwargs,
+    )
+    result = trainer.train(resume_from_checkpoint=find_checkpoint(training_args))
+    trainer.save_encoder()
+    metrics = {**result.metrics, "train_samples": len(train_dataset)}
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
+
+    if training_args.final_eval != "none":
+        report = trainer.senteval(SentEvalSuite("sts", training_args.final_eval, data_args.senteval_data_dir))
+        if trainer.is_world_process_zero():
+            report.update(model=training_args.output_dir, pooler=model.eval_pooler)
+            path = os.path.join(training_args.output_dir, f"sts_{training_args.final_eval}_results.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(report, f, indent=2)
+                f.write("\n")
+            print(f"\nSTS ({training_args.final_eval}), Spearman x 100, pooler {model.eval_pooler}:")
+            print(markdown_table({os.path.basename(os.path.normpath(training_args.output_dir)): report["scores"]},
+                                 list(report["scores"])))
+    return trainer

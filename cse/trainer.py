@@ -1,0 +1,90 @@
+"""``CSETrainer``: the Hugging Face Trainer with a contrastive ``compute_loss`` and an ``evaluate``
+that scores STS-B dev and SICK-R trial under the SentEval protocol.
+
+Only public hooks are overridden, so checkpointing, best-model selection
+(``load_best_model_at_end`` with ``metric_for_best_model="stsb_spearman"``), resumption, logging,
+mixed precision and accelerate/DeepSpeed launching are the stock Trainer's.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from accelerate.utils import broadcast_object_list
+from torch import nn
+from transformers import Trainer
+
+from .evaluation import SentEvalSuite
+
+logger = logging.getLogger(__name__)
+
+# Trainer metric names (SimCSE's), Spearman on a 0-1 scale.
+DEV_METRICS = {"STS-B": "stsb_spearman", "SICK-R": "sickr_spearman", "Avg.": "avg_sts"}
+
+
+class CSETrainer(Trainer):
+    """Args (besides the Trainer's):
+    loss: module mapping the two views' embeddings ``(anchors, positives)`` to a scalar.
+    senteval_data_dir: SentEval data for model selection (default ``$CSE_DATA_DIR/senteval``).
+    """
+
+    # The loss is a per-batch mean, so the Trainer must divide it by the accumulation steps.
+    loss_is_scaled_for_ga = False
+
+    def __init__(self, *args, loss: nn.Module, senteval_data_dir: str | None = None, eval_dataset=None, **kwargs):
+        if eval_dataset is None:
+            eval_dataset = SentEvalSuite("sts", "dev", senteval_data_dir)
+        super().__init__(*args, eval_dataset=eval_dataset, **kwargs)
+        self.loss_fn = loss
+        self.senteval_data_dir = senteval_data_dir
+        global_batch = self.args.per_device_train_batch_size * self.args.world_size
+        if global_batch < 2:
+            raise ValueError(
+                f"the global batch is {global_batch} sentence(s): in-batch contrastive learning needs at least 2 "
+                "(each sentence's negatives are the other sentences of the batch)"
+            )
+        logger.info(
+            "contrastive batch: %d sentences per step across %d process(es), %d in-batch negatives per anchor; loss %s",
+            global_batch, self.args.world_size, global_batch - 1, getattr(loss, "get_config_dict", dict)(),
+        )
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        views = model(**inputs)
+        loss = self.loss_fn(views[:, 0], views[:, 1])
+        return (loss, {"embeddings": views}) if return_outputs else loss
+
+    def encode(self, sentences, autocast_dtype: torch.dtype | None = None):
+        return self.model.encode(
+            sentences, batch_size=self.args.per_device_eval_batch_size, autocast_dtype=autocast_dtype
+        ).numpy()
+
+    def senteval(self, suite: SentEvalSuite) -> dict:
+        """Run a SentEval suite on the current model. Every rank encodes (a sharded model needs all
+        ranks in the forward); the main process's report is broadcast so that all ranks take the
+        same best-checkpoint decisions."""
+        report = suite.run(self.encode)
+        if self.args.world_size > 1:
+            report = broadcast_object_list([report])[0]
+        return report
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        suite = eval_dataset if eval_dataset is not None else self.eval_dataset
+        report = self.senteval(suite)
+        metrics = {
+            f"{metric_key_prefix}_{DEV_METRICS[column]}": score / 100.0
+            for column, score in report["scores"].items()
+            if column in DEV_METRICS
+        }
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    def save_encoder(self, output_dir: str | None = None) -> None:
+        """Save the current (after ``load_best_model_at_end``: the best) model as a plain Hugging
+        Face directory with its tokenizer and ``cse_config.json``."""
+        output_dir = output_dir or self.args.output_dir
+        state_dict = self.accelerator.get_state_dict(self.deepspeed) if self.is_deepspeed_enabled else None
+        if self.args.should_save:
+            self.accelerator.unwrap_model(self.model).save_pretrained(output_dir, state_dict=state_dict)
+            logger.info("encoder saved to %s", output_dir)

@@ -1,0 +1,70 @@
+#!/usr/bin/env python
+"""Evaluate a sentence encoder under the SentEval protocol (see cse/evaluation/sts.py).
+
+    python senteval_eval.py --model_name_or_path result/my-simcse --mode test --task_set sts
+
+prints the papers' table (Spearman x 100) and, with --output_json, writes every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+
+import torch
+
+from cse.evaluation import MODES, TASK_SETS, evaluate
+from cse.modeling import CSE_CONFIG_NAME, CSEModel
+from cse.pooling import POOLERS
+from cse.results import markdown_table
+
+DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model_name_or_path", required=True, help="model directory or hub name")
+    parser.add_argument(
+        "--pooler", choices=POOLERS, default=None, help=f"default: the pooler recorded in the model's {CSE_CONFIG_NAME}"
+    )
+    parser.add_argument("--mode", choices=MODES, default="test", help="dev: STS-B dev + SICK-R trial; test: 7 test sets")
+    parser.add_argument("--task_set", choices=sorted(TASK_SETS), default="sts")
+    parser.add_argument("--senteval_data_dir", default=None, help="default: $CSE_DATA_DIR/senteval")
+    parser.add_argument("--output_json", default=None)
+    parser.add_argument("--batch_size", type=int, default=128)
+    parser.add_argument("--max_seq_length", type=int, default=None, help="truncate sentences (default: no truncation, as SentEval)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="autocast dtype for the encoder (GPU)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    model = CSEModel.from_pretrained(args.model_name_or_path, pooler_type=args.pooler).to(args.device)
+    start = time.perf_counter()
+    report = evaluate(
+        lambda sentences: model.encode(
+            sentences, batch_size=args.batch_size, max_length=args.max_seq_length, autocast_dtype=DTYPES[args.dtype]
+        ).numpy(),
+        task_set=args.task_set,
+        mode=args.mode,
+        senteval_data_dir=args.senteval_data_dir,
+    )
+    report.update(
+        model=args.model_name_or_path, pooler=model.pooler_type, seconds=round(time.perf_counter() - start, 2)
+    )
+    print(markdown_table({os.path.basename(os.path.normpath(args.model_name_or_path)): report["scores"]}, list(report["scores"])))
+    if args.output_json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.output_json)), exist_ok=True)
+        with open(args.output_json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+            f.write("\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()

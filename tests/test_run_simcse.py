@@ -1,0 +1,142 @@
+"""``run_simcse.py`` end to end on tiny random encoders with the real tokenizers and corpus."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoTokenizer
+
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD
+from .senteval_reference import reference_scores
+
+ENV = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2", "TOKENIZERS_PARALLELISM": "false"}
+COMMON = ["--train_file", WIKI_HEAD, "--per_device_train_batch_size", "16", "--logging_steps", "5",
+          "--learning_rate", "1e-3", "--disable_tqdm", "true", "--use_cpu", "true", "--final_eval", "dev"]
+
+
+def run(args, launcher=(sys.executable,), check=True, env=ENV):
+    """run_simcse.py with COMMON flags first, so that ``args`` override them."""
+    proc = subprocess.run([*launcher, os.path.join(REPO, "run_simcse.py"), *COMMON, *args], capture_output=True, text=True,
+                          env=env, timeout=900, cwd=REPO)
+    if check and proc.returncode != 0:
+        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-5000:])
+    return proc
+
+
+def log_history(out):
+    with open(os.path.join(out, "trainer_state.json")) as f:
+        return json.load(f)
+
+
+def test_end_to_end_bert_best_checkpoint_and_reload(tiny_bert, tmp_path):
+    out = str(tmp_path / "run")
+    proc = run(["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_steps", "40", "--eval_steps", "10",
+                "--save_steps", "10"])
+    assert "16 sentences per step across 1 process(es), 15 in-batch negatives" in proc.stdout + proc.stderr
+    state = log_history(out)
+    evals = [h for h in state["log_history"] if "eval_stsb_spearman" in h]
+    assert [h["step"] for h in evals] == [10, 20, 30, 40]
+    best = max(evals, key=lambda h: h["eval_stsb_spearman"])
+    assert state["best_metric"] == pytest.approx(best["eval_stsb_spearman"])
+    assert state["best_model_checkpoint"].endswith(f"checkpoint-{best['step']}")
+    assert len({round(h["eval_stsb_spearman"], 6) for h in evals}) > 1  # training moved the model
+    losses = [h["loss"] for h in state["log_history"] if "loss" in h]
+    assert len(losses) == 8 and all(0 < x < 10 for x in losses)
+
+    # The exported directory is a plain HF model + tokenizer, the recorded pooler, the best weights.
+    with open(os.path.join(out, "cse_config.json")) as f:
+        assert json.load(f)["pooler"] == "cls_before_pooler"
+    with open(os.path.join(out, "sts_dev_results.json")) as f:
+        report = json.load(f)
+    assert report["scores"]["STS-B"] == pytest.approx(100 * best["eval_stsb_spearman"], abs=1e-6)
+    model, tok = AutoModel.from_pretrained(out), AutoTokenizer.from_pretrained(out)
+    ckpt = load_file(os.path.join(state["best_model_checkpoint"], "model.safetensors"))
+    for name, value in model.state_dict().items():
+        torch.testing.assert_close(value, ckpt[f"backbone.{name}"], rtol=0, atol=0)
+    # The trained head (the MLP) is the exported pooling layer, so `cls` gives [CLS] + MLP.
+    assert not torch.equal(model.pooler.dense.weight, AutoModel.from_pretrained(tiny_bert).pooler.dense.weight)
+
+    # Re-evaluated by an independent implementation from AutoModel: the same numbers.
+    ref = reference_scores(model, tok, ["STSBenchmark", "SICKRelatedness"], "dev", SENTEVAL,
+                           cosine_dtype=np.float64)["cls_before_pooler"]
+    assert ref["STSBenchmark"] == pytest.approx(report["scores"]["STS-B"], abs=0.01)
+    assert ref["SICKRelatedness"] == pytest.approx(report["scores"]["SICK-R"], abs=0.01)
+
+    # and by senteval_eval.py, which reads the pooler from cse_config.json
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "senteval_eval.py"), "--model_name_or_path", out,
+                           "--mode", "dev", "--output_json", str(tmp_path / "dev.json")],
+                          capture_output=True, text=True, env=ENV, check=True, cwd=REPO)
+    assert "| STS-B | SICK-R | Avg. |" in proc.stdout
+    with open(tmp_path / "dev.json") as f:
+        again = json.load(f)
+    assert again["pooler"] == "cls_before_pooler"
+    for column in ("STS-B", "SICK-R"):
+        assert again["scores"][column] == pytest.approx(report["scores"][column], abs=1e-4)
+
+
+def test_end_to_end_roberta_avg_pooler(tiny_roberta, tmp_path):
+    out = str(tmp_path / "run")
+    run(["--model_name_or_path", tiny_roberta, "--output_dir", out, "--max_steps", "10", "--eval_steps", "5",
+         "--save_steps", "5", "--pooler_type", "avg", "--mlp_only_train", "false"])
+    with open(os.path.join(out, "cse_config.json")) as f:
+        assert json.load(f)["pooler"] == "avg"
+    with open(os.path.join(out, "sts_dev_results.json")) as f:
+        report = json.load(f)
+    ref = reference_scores(AutoModel.from_pretrained(out), AutoTokenizer.from_pretrained(out), ["STSBenchmark"], "dev",
+                           SENTEVAL, cosine_dtype=np.float64)["avg"]
+    assert ref["STSBenchmark"] == pytest.approx(report["scores"]["STS-B"], abs=0.01)
+
+
+def test_resume_after_interruption_equals_uninterrupted_run(tiny_bert, tmp_path):
+    out = str(tmp_path / "run")
+    args = ["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_steps", "20", "--eval_steps", "10",
+            "--save_steps", "10", "--save_total_limit", "5", "--final_eval", "none", "--load_best_model_at_end", "false"]
+    run(args)
+    uninterrupted = load_file(os.path.join(out, "checkpoint-20", "model.safetensors"))
+    losses = [h["loss"] for h in log_history(out)["log_history"] if "loss" in h]
+    # Simulate a crash after step 10: only checkpoint-10 survives. A plain re-run resumes from it.
+    shutil.rmtree(os.path.join(out, "checkpoint-20"))
+    os.remove(os.path.join(out, "trainer_state.json"))
+    proc = run(args)
+    assert "resuming from" in proc.stdout + proc.stderr
+    resumed = load_file(os.path.join(out, "checkpoint-20", "model.safetensors"))
+    for name in uninterrupted:
+        torch.testing.assert_close(resumed[name], uninterrupted[name], rtol=1e-5, atol=1e-6, msg=name)
+    again = [h["loss"] for h in log_history(out)["log_history"] if "loss" in h]
+    assert again == pytest.approx(losses, rel=1e-5)
+
+
+def test_bad_input_gives_clear_errors(tiny_bert, tmp_path):
+    base = ["--model_name_or_path", tiny_bert, "--output_dir", str(tmp_path / "o"), "--max_steps", "2"]
+    proc = run([*base, "--per_device_train_batch_size", "1"], check=False)
+    assert proc.returncode != 0 and "needs at least 2" in proc.stderr
+    env = {k: v for k, v in ENV.items() if k != "CSE_DATA_DIR"}
+    proc = run(base, check=False, env=env)
+    assert proc.returncode != 0 and "CSE_DATA_DIR is not set" in proc.stderr
+    proc = run([*base, "--senteval_data_dir", str(tmp_path / "absent")], check=False)
+    assert proc.returncode != 0 and "SentEval data directory not found" in proc.stderr
+    (tmp_path / "blank.txt").write_text("\n \n")
+    proc = run([*base, "--train_file", str(tmp_path / "blank.txt")], check=False)
+    assert proc.returncode != 0 and "no non-blank line" in proc.stderr
+
+
+def test_accelerate_launch_one_and_two_processes(tiny_bert, tmp_path):
+    accelerate = [sys.executable, "-m", "accelerate.commands.launch"]
+    flags = ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    args = ["--model_name_or_path", tiny_bert, "--max_steps", "10", "--eval_steps", "5", "--save_steps", "5",
+            "--per_device_train_batch_size", "8"]
+    one = run([*args, "--output_dir", str(tmp_path / "one")], launcher=(*accelerate, "--num_processes", "1", *flags))
+    assert "8 sentences per step across 1 process(es)" in one.stdout + one.stderr
+    two = run([*args, "--output_dir", str(tmp_path / "two")],
+              launcher=(*accelerate, "--multi_gpu", "--num_processes", "2", "--main_process_port", "29533", *flags))
+    assert "16 sentences per step across 2 process(es), 15 in-batch negatives" in two.stdout + two.stderr
+    epochs = [h["epoch"] for h in log_history(str(tmp_path / "two"))["log_history"] if "loss" in h]
+    corpus = sum(1 for line in open(WIKI_HEAD, encoding="utf-8") if line.strip())
+    assert epochs[-1] == pytest.approx(10 * 16 / corpus, rel=1e-3)  # 16 sentences a step: both ranks' data
+    assert os.path.isfile(tmp_path / "two" / "model.safetensors")
