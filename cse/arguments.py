@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
-from .pooling import POOLERS
+from .pooling import POOLERS, check_pooler
 
 
 @dataclass
@@ -30,10 +30,18 @@ class ModelArguments:
         metadata={"help": "Pooler used in training (cls = [CLS] + linear/tanh head).", "choices": list(POOLERS)},
     )
     temp: float = field(default=0.05, metadata={"help": "Softmax temperature tau of the contrastive loss."})
-    mlp_only_train: bool = field(
-        default=True,
-        metadata={"help": "Use the head in training only and evaluate [CLS] before it (unsupervised SimCSE)."},
+    mlp_only_train: bool | None = field(
+        default=None,
+        metadata={"help": "Use the head in training only and evaluate [CLS] before it (unsupervised SimCSE). "
+                          "Default: on with the cls pooler, off otherwise."},
     )
+
+    def __post_init__(self):
+        check_pooler(self.pooler_type)
+        if self.mlp_only_train is None:
+            self.mlp_only_train = self.pooler_type == "cls"
+        elif self.mlp_only_train and self.pooler_type != "cls":
+            raise ValueError(f"--mlp_only_train needs --pooler_type cls (the head follows [CLS]), got {self.pooler_type!r}")
 
 
 @dataclass
@@ -70,8 +78,11 @@ class CSETrainingArguments(TrainingArguments):
     num_train_epochs: float = field(default=1.0, metadata={"help": "Epochs over the corpus."})
     eval_strategy: str = field(default="steps", metadata={"help": "Evaluate on STS-B dev every eval_steps."})
     eval_steps: float | None = field(default=125, metadata={"help": "Steps between STS-B dev evaluations."})
-    save_strategy: str = field(default="steps", metadata={"help": "Must match eval_strategy for best-model tracking."})
-    save_steps: float = field(default=125, metadata={"help": "Steps between checkpoints (a multiple of eval_steps)."})
+    save_strategy: str = field(
+        default="best",
+        metadata={"help": "best: a full checkpoint whenever STS-B dev improves (SimCSE kept only the best model); "
+                          "steps: every save_steps."},
+    )
     save_total_limit: int | None = field(
         default=1, metadata={"help": "Checkpoints kept besides the best one (each holds optimizer state)."}
     )
@@ -87,20 +98,10 @@ class CSETrainingArguments(TrainingArguments):
                   "choices": list(FINAL_EVAL_MODES)},
     )
 
-
-def _to_argv(config: dict) -> list[str]:
-    argv = []
-    for key, value in config.items():
-        if value is None:
-            continue
-        argv.append(f"--{key}")
-        if isinstance(value, (list, tuple)):
-            argv.extend(str(v) for v in value)
-        elif isinstance(value, bool):
-            argv.append(str(value).lower())
-        else:
-            argv.append(str(value))
-    return argv
+    def __post_init__(self):
+        if self.final_eval not in FINAL_EVAL_MODES:
+            raise ValueError(f"--final_eval must be one of {', '.join(FINAL_EVAL_MODES)}, got {self.final_eval!r}")
+        super().__post_init__()
 
 
 def read_config_file(path: str) -> dict:
@@ -114,9 +115,18 @@ def read_config_file(path: str) -> dict:
 
 
 def parse_args(dataclass_types, argv: list[str] | None = None):
-    """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses; a leading ``.json``/``.yaml``
-    path supplies values that later flags override. Unknown names are errors."""
+    """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses. A leading ``.json``/``.yaml``
+    path supplies values, typed as the file types them (``null``, mappings and lists included), that
+    later flags override. Unknown names, in the file or on the command line, are errors."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser = HfArgumentParser(dataclass_types)
     if argv and argv[0].endswith((".json", ".yaml", ".yml")):
-        argv = _to_argv(read_config_file(argv[0])) + argv[1:]
-    return HfArgumentParser(dataclass_types).parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+        config = read_config_file(argv[0])
+        known = {f.name for dtype in dataclass_types for f in fields(dtype) if f.init}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ValueError(f"{argv[0]}: unknown argument(s) {', '.join(unknown)}")
+        # File values become the parser's defaults, so that flags given after the file win.
+        parser.set_defaults(**config)
+        argv = argv[1:]
+    return parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)

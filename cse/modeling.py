@@ -92,7 +92,9 @@ class CSEModel(nn.Module):
             if pooler_type is None:
                 raise ValueError(f"no pooler given and {model_name_or_path} records none in {CSE_CONFIG_NAME}")
         backbone = AutoModel.from_pretrained(model_name_or_path, **backbone_kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_name_or_path or model_name_or_path)
+        tokenizer = AutoTokenizer.from_pretrained(
+            tokenizer_name_or_path or model_name_or_path, cache_dir=backbone_kwargs.get("cache_dir")
+        )
         return cls(backbone, tokenizer, pooler_type=pooler_type, mlp_only_train=mlp_only_train)
 
     def reset_head(self) -> None:

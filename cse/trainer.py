@@ -37,7 +37,6 @@ class CSETrainer(Trainer):
             eval_dataset = SentEvalSuite("sts", "dev", senteval_data_dir)
         super().__init__(*args, eval_dataset=eval_dataset, **kwargs)
         self.loss_fn = loss
-        self.senteval_data_dir = senteval_data_dir
         global_batch = self.args.per_device_train_batch_size * self.args.world_size
         if global_batch < 2:
             raise ValueError(
@@ -60,10 +59,9 @@ class CSETrainer(Trainer):
         ).numpy()
 
     def senteval(self, suite: SentEvalSuite) -> dict:
-        """Run a SentEval suite on the current model. Every rank encodes (a sharded model needs all
-        ranks in the forward); the main process's report is broadcast so that all ranks take the
-        same best-checkpoint decisions."""
-        report = suite.run(self.encode)
+        """Run a SentEval suite on the current model in the main process and hand its report to
+        every process, so that all of them take the same best-checkpoint decision."""
+        report = suite.run(self.encode) if self.is_world_process_zero() else None
         if self.args.world_size > 1:
             report = broadcast_object_list([report])[0]
         return report

@@ -46,12 +46,24 @@ def test_csv_columns(tmp_path):
     assert load_corpus(str(many), text_column="b")["text"] == ["y", "w"]
 
 
+def test_dataset_name_path(tmp_path):
+    # A hub dataset name goes through datasets.load_dataset; a local dataset folder takes the same path offline.
+    folder = tmp_path / "my_dataset"
+    folder.mkdir()
+    (folder / "train.csv").write_text("id,text\n1,first\n2,\n3,third\n")
+    assert load_corpus(dataset_name=str(folder))["text"] == ["first", "third"]
+    with pytest.raises(ValueError, match="not both"):
+        load_corpus(train_file=str(folder / "train.csv"), dataset_name=str(folder))
+
+
 def test_bad_corpora(tmp_path, monkeypatch):
     with pytest.raises(MissingDataError, match="nope.txt"):
         load_corpus(str(tmp_path / "nope.txt"))
     (tmp_path / "empty.txt").write_text("")
     with pytest.raises(EmptyCorpusError, match="empty"):
         load_corpus(str(tmp_path / "empty.txt"))
+    (tmp_path / "na.csv").write_text("text\nNA\nnull\nnan\n\n")  # words, not missing values; one blank row
+    assert load_corpus(str(tmp_path / "na.csv"))["text"] == ["NA", "null", "nan"]
     (tmp_path / "blank.txt").write_text("\n  \n\t\n")
     with pytest.raises(EmptyCorpusError, match="no non-blank line"):
         load_corpus(str(tmp_path / "blank.txt"))
@@ -71,10 +83,34 @@ def test_tokenise_and_two_views(tmp_path, bert_tokenizer):
     path.write_text("a short one\n" + "word " * 100 + "\n")
     data = tokenize_corpus(load_corpus(str(path)), bert_tokenizer, max_seq_length=8)
     assert [len(x) for x in data["input_ids"]] == [5, 8]  # [CLS] a short one [SEP]; truncated to 8
+    # tokenised once: a second run reads the same cache file instead of tokenising again
+    again = tokenize_corpus(load_corpus(str(path)), bert_tokenizer, max_seq_length=8)
+    assert again.cache_files == data.cache_files and again.cache_files
     batch = TwoViewCollator(bert_tokenizer)([data[0], data[1]])
     assert batch["input_ids"].shape == (2, 2, 8)
     assert torch.equal(batch["input_ids"][:, 0], batch["input_ids"][:, 1])
     assert batch["attention_mask"][0, 0].tolist() == [1] * 5 + [0] * 3
+
+
+def test_config_values_keep_their_types(tmp_path):
+    cfg = tmp_path / "run.json"
+    cfg.write_text('{"save_total_limit": null, "lr_scheduler_kwargs": {"power": 2.0}, "learning_rate": "1e-5",'
+                   ' "pooler_type": "avg"}')
+    model_args, _, train_args = parse_args((ModelArguments, DataArguments, CSETrainingArguments), [str(cfg)])
+    assert train_args.save_total_limit is None and train_args.lr_scheduler_kwargs == {"power": 2.0}
+    assert train_args.learning_rate == 1e-5
+    assert (model_args.pooler_type, model_args.mlp_only_train) == ("avg", False)  # the head only follows cls
+
+
+def test_contradictory_or_invalid_flags():
+    with pytest.raises(ValueError, match="needs --pooler_type cls"):
+        ModelArguments(pooler_type="avg", mlp_only_train=True)
+    with pytest.raises(ValueError, match="unknown pooler"):
+        ModelArguments(pooler_type="mean")
+    with pytest.raises(ValueError, match="final_eval"):
+        CSETrainingArguments(output_dir="o", final_eval="train")
+    # evaluation every 250 steps needs no matching save_steps: checkpoints follow improvements
+    assert CSETrainingArguments(output_dir="o", eval_steps=250).save_strategy == "best"
 
 
 def test_config_file_with_overrides(tmp_path):
@@ -90,8 +126,12 @@ def test_config_file_with_overrides(tmp_path):
     assert (train_args.eval_steps, train_args.metric_for_best_model, train_args.load_best_model_at_end) == (
         125, "stsb_spearman", True)
     assert (data_args.max_seq_length, model_args.pooler_type) == (32, "cls")
-    assert ModelArguments().mlp_only_train is True
+    assert (ModelArguments().mlp_only_train, ModelArguments().temp) == (True, 0.05)
     with pytest.raises(ValueError):
         parse_args((ModelArguments, DataArguments, CSETrainingArguments), [str(cfg), "--no_such_flag", "1"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("temperature: 0.1\n")
+    with pytest.raises(ValueError, match="unknown argument.*temperature"):
+        parse_args((ModelArguments, DataArguments, CSETrainingArguments), [str(bad)])
     with pytest.raises(FileNotFoundError, match="missing.yaml"):
         parse_args((ModelArguments, DataArguments, CSETrainingArguments), [str(tmp_path / "missing.yaml")])

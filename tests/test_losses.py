@@ -52,6 +52,16 @@ def test_infonce_is_scale_invariant_and_float32_under_bf16():
     assert cosine_logits(a.bfloat16(), p.bfloat16(), 0.05).dtype == torch.float32
 
 
+def test_logits_stay_float32_inside_autocast():
+    g = torch.Generator().manual_seed(4)
+    a, p = torch.randn(6, 16, generator=g), torch.randn(6, 16, generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = cosine_logits(a, p, 0.05)
+        loss = InfoNCELoss(0.05)(a, p)
+    assert logits.dtype == torch.float32
+    assert loss.item() == pytest.approx(hand_infonce(a.numpy(), p.numpy(), 0.05), rel=1e-5)
+
+
 def test_infonce_gradient_matches_float64_autograd():
     g = torch.Generator().manual_seed(3)
     a = torch.randn(4, 6, generator=g, dtype=torch.float64, requires_grad=True)

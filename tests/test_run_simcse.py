@@ -36,8 +36,7 @@ def log_history(out):
 
 def test_end_to_end_bert_best_checkpoint_and_reload(tiny_bert, tmp_path):
     out = str(tmp_path / "run")
-    proc = run(["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_steps", "40", "--eval_steps", "10",
-                "--save_steps", "10"])
+    proc = run(["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_steps", "40", "--eval_steps", "10"])
     assert "16 sentences per step across 1 process(es), 15 in-batch negatives" in proc.stdout + proc.stderr
     state = log_history(out)
     evals = [h for h in state["log_history"] if "eval_stsb_spearman" in h]
@@ -83,7 +82,7 @@ def test_end_to_end_bert_best_checkpoint_and_reload(tiny_bert, tmp_path):
 def test_end_to_end_roberta_avg_pooler(tiny_roberta, tmp_path):
     out = str(tmp_path / "run")
     run(["--model_name_or_path", tiny_roberta, "--output_dir", out, "--max_steps", "10", "--eval_steps", "5",
-         "--save_steps", "5", "--pooler_type", "avg", "--mlp_only_train", "false"])
+         "--pooler_type", "avg"])
     with open(os.path.join(out, "cse_config.json")) as f:
         assert json.load(f)["pooler"] == "avg"
     with open(os.path.join(out, "sts_dev_results.json")) as f:
@@ -93,23 +92,64 @@ def test_end_to_end_roberta_avg_pooler(tiny_roberta, tmp_path):
     assert ref["STSBenchmark"] == pytest.approx(report["scores"]["STS-B"], abs=0.01)
 
 
-def test_resume_after_interruption_equals_uninterrupted_run(tiny_bert, tmp_path):
-    out = str(tmp_path / "run")
-    args = ["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_steps", "20", "--eval_steps", "10",
-            "--save_steps", "10", "--save_total_limit", "5", "--final_eval", "none", "--load_best_model_at_end", "false"]
-    run(args)
-    uninterrupted = load_file(os.path.join(out, "checkpoint-20", "model.safetensors"))
-    losses = [h["loss"] for h in log_history(out)["log_history"] if "loss" in h]
-    # Simulate a crash after step 10: only checkpoint-10 survives. A plain re-run resumes from it.
-    shutil.rmtree(os.path.join(out, "checkpoint-20"))
-    os.remove(os.path.join(out, "trainer_state.json"))
-    proc = run(args)
+def test_seeds_reproduce_and_resume_after_interruption_equals_uninterrupted_run(tiny_bert, tmp_path):
+    def args(out, seed="42"):
+        return ["--model_name_or_path", tiny_bert, "--output_dir", str(out), "--max_steps", "20", "--eval_steps",
+                "10", "--save_strategy", "steps", "--save_steps", "10", "--save_total_limit", "5", "--final_eval",
+                "none", "--seed", seed]
+
+    out = tmp_path / "run"
+    run(args(out))
+    uninterrupted = load_file(str(out / "checkpoint-20" / "model.safetensors"))
+    state = log_history(str(out))
+    losses = [h["loss"] for h in state["log_history"] if "loss" in h]
+
+    # The same seed in a fresh directory: the same weights, bit for bit; another seed: other weights.
+    run(args(tmp_path / "again"))
+    again = load_file(str(tmp_path / "again" / "checkpoint-20" / "model.safetensors"))
+    assert all(torch.equal(again[k], uninterrupted[k]) for k in uninterrupted)
+    run(args(tmp_path / "other", seed="43"))
+    other = load_file(str(tmp_path / "other" / "checkpoint-20" / "model.safetensors"))
+    assert not torch.equal(other["backbone.pooler.dense.weight"], uninterrupted["backbone.pooler.dense.weight"])
+
+    # A crash after step 10 leaves checkpoint-10 and the run's settings; the same command resumes.
+    for name in os.listdir(out):
+        if name not in ("checkpoint-10", "run_args.json"):
+            shutil.rmtree(out / name) if (out / name).is_dir() else os.remove(out / name)
+    proc = run(args(out))
     assert "resuming from" in proc.stdout + proc.stderr
-    resumed = load_file(os.path.join(out, "checkpoint-20", "model.safetensors"))
+    resumed = load_file(str(out / "checkpoint-20" / "model.safetensors"))
     for name in uninterrupted:
         torch.testing.assert_close(resumed[name], uninterrupted[name], rtol=1e-5, atol=1e-6, msg=name)
-    again = [h["loss"] for h in log_history(out)["log_history"] if "loss" in h]
-    assert again == pytest.approx(losses, rel=1e-5)
+    state_resumed = log_history(str(out))
+    assert [h["loss"] for h in state_resumed["log_history"] if "loss" in h] == pytest.approx(losses, rel=1e-5)
+    # the best-model record survives the interruption
+    assert state_resumed["best_metric"] == pytest.approx(state["best_metric"])
+    assert state_resumed["best_model_checkpoint"] == state["best_model_checkpoint"]
+
+    # A finished run is not silently resumed or overwritten.
+    proc = run(args(out), check=False)
+    assert proc.returncode != 0 and "holds a finished run" in proc.stderr
+    # An interrupted run is not continued with other settings.
+    shutil.rmtree(out / "checkpoint-20")
+    os.remove(out / "cse_config.json")
+    proc = run([*args(out), "--learning_rate", "5e-4"], check=False)
+    assert proc.returncode != 0 and "training.learning_rate: 0.001 -> 0.0005" in proc.stderr
+
+
+def test_standard_trainer_flags(tiny_bert, tmp_path):
+    def first_losses(name, *flags):
+        out = tmp_path / name
+        run(["--model_name_or_path", tiny_bert, "--output_dir", str(out), "--max_steps", "6", "--eval_steps", "3",
+             "--seed", "7", "--logging_steps", "1", "--gradient_accumulation_steps", "2", *flags])
+        state = log_history(str(out))
+        assert state["global_step"] == 6 and state["best_model_checkpoint"] is not None
+        assert (out / "model.safetensors").is_file() and (out / "sts_dev_results.json").is_file()
+        return [h["loss"] for h in state["log_history"] if "loss" in h]
+
+    fp32, bf16 = first_losses("fp32"), first_losses("bf16", "--bf16", "true")
+    # bf16 autocast really ran: the same seed gives close but not identical losses
+    assert fp32[0] != bf16[0] and bf16[0] == pytest.approx(fp32[0], rel=0.05)
 
 
 def test_bad_input_gives_clear_errors(tiny_bert, tmp_path):
@@ -129,7 +169,7 @@ def test_bad_input_gives_clear_errors(tiny_bert, tmp_path):
 def test_accelerate_launch_one_and_two_processes(tiny_bert, tmp_path):
     accelerate = [sys.executable, "-m", "accelerate.commands.launch"]
     flags = ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
-    args = ["--model_name_or_path", tiny_bert, "--max_steps", "10", "--eval_steps", "5", "--save_steps", "5",
+    args = ["--model_name_or_path", tiny_bert, "--max_steps", "10", "--eval_steps", "5",
             "--per_device_train_batch_size", "8"]
     one = run([*args, "--output_dir", str(tmp_path / "one")], launcher=(*accelerate, "--num_processes", "1", *flags))
     assert "8 sentences per step across 1 process(es)" in one.stdout + one.stderr

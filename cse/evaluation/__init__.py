@@ -76,7 +76,8 @@ class SentEvalSuite:
         embeddings = dict(zip(self.sentences, vectors))
         details = {task: score_sts_task(subsets, embeddings) for task, subsets in self.datasets.items()}
         scores = {DISPLAY_NAMES[task]: 100.0 * details[task]["spearman"] for task in self.tasks}
-        scores["Avg."] = float(np.mean(list(scores.values())))
+        # The papers' average is that of the two-decimal scores they print (SimCSE's evaluation.py).
+        scores["Avg."] = float(np.mean([round(v, 2) for v in scores.values()]))
         return {"task_set": self.task_set, "mode": self.mode, "tasks": details, "scores": scores}
 
 

@@ -35,15 +35,14 @@ class STSPairs:
     sentences2: list[str]
     scores: np.ndarray  # gold similarity, float64
 
-    def __len__(self) -> int:
-        return len(self.scores)
 
-
-def _lines(path: str) -> list[str]:
+def _lines(path: str, unicode_breaks: bool = True) -> list[str]:
+    """The file's lines, as SentEval splits them: STS12-16 with ``str.splitlines()`` (which also
+    breaks at U+2028, U+0085, ...), STS-B and SICK by iterating the file (only at \\n, \\r, \\r\\n).
+    utf-8-sig drops a byte-order mark; a missing final newline is fine either way."""
     require_path(path, "SentEval file")
-    # utf-8-sig drops a byte-order mark; splitlines() copes with a missing final newline.
     with open(path, encoding="utf-8-sig") as f:
-        return f.read().splitlines()
+        return f.read().splitlines() if unicode_breaks else [line.rstrip("\n") for line in f]
 
 
 def _normalise(sentence: str) -> str:
@@ -75,32 +74,32 @@ def read_sts_subset(input_path: str, gold_path: str) -> STSPairs:
     return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))
 
 
-def read_stsb(path: str) -> STSPairs:
+def _read_columns(path: str, first: int, second: int, score: int, header: bool) -> STSPairs:
+    """Tab-separated pairs: sentences in columns ``first`` and ``second``, gold in ``score``
+    (0-based). Columns after the last one read are ignored."""
+    needed = max(first, second, score) + 1
     s1, s2, scores = [], [], []
-    for lineno, line in enumerate(_lines(path), start=1):
+    lines = _lines(path, unicode_breaks=False)
+    for lineno, line in enumerate(lines[1:] if header else lines, start=2 if header else 1):
         if not line.strip():
             continue
         fields = line.strip().split("\t")
-        if len(fields) < 7:
-            raise ValueError(f"{path}:{lineno}: expected at least 7 tab-separated columns, found {len(fields)}")
-        s1.append(_normalise(fields[5]))
-        s2.append(_normalise(fields[6]))
-        scores.append(_score(fields[4], path, lineno))
+        if len(fields) < needed:
+            raise ValueError(f"{path}:{lineno}: expected at least {needed} tab-separated columns, found {len(fields)}")
+        s1.append(_normalise(fields[first]))
+        s2.append(_normalise(fields[second]))
+        scores.append(_score(fields[score], path, lineno))
     return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))
+
+
+def read_stsb(path: str) -> STSPairs:
+    """``sts-*.csv``: genre, source, year, id, score, sentence 1, sentence 2[, metadata...]."""
+    return _read_columns(path, 5, 6, 4, header=False)
 
 
 def read_sick(path: str) -> STSPairs:
-    s1, s2, scores = [], [], []
-    for lineno, line in enumerate(_lines(path)[1:], start=2):  # the first line is the header
-        if not line.strip():
-            continue
-        fields = line.strip().split("\t")
-        if len(fields) < 4:
-            raise ValueError(f"{path}:{lineno}: expected at least 4 tab-separated columns, found {len(fields)}")
-        s1.append(_normalise(fields[1]))
-        s2.append(_normalise(fields[2]))
-        scores.append(_score(fields[3], path, lineno))
-    return STSPairs(s1, s2, np.asarray(scores, dtype=np.float64))
+    """``SICK_*.txt``: a header row, then pair id, sentence A, sentence B, relatedness, ..."""
+    return _read_columns(path, 1, 2, 3, header=True)
 
 
 # Subsets as SentEval lists them (STS13 lacks the licence-restricted SMT subset).

@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 gpus=${NUM_GPUS:-1}
+if (( 64 % gpus )); then
+    echo "NUM_GPUS=$gpus does not divide the paper's batch of 64" >&2
+    exit 2
+fi
 out=${OUTPUT_DIR:-result/simcse-bert-base}
 launch=(accelerate launch --num_processes "$gpus")
 [ "$gpus" -gt 1 ] && launch+=(--multi_gpu)
