@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Unsupervised SimCSE (Gao, Yao and Chen, EMNLP 2021): dropout positives, in-batch negatives.
 
-    python run_simcse.py --model_name_or_path bert-base-uncased --output_dir result/simcse
-    accelerate launch run_simcse.py configs/simcse_bert_base.yaml
+python run_simcse.py --model_name_or_path bert-base-uncased --output_dir result/simcse
+accelerate launch run_simcse.py configs/simcse_bert_base.yaml
 """
 
 from transformers import set_seed

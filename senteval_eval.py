@@ -30,12 +30,16 @@ def parse_args(argv=None):
     parser.add_argument(
         "--pooler", choices=POOLERS, default=None, help=f"default: the pooler recorded in the model's {CSE_CONFIG_NAME}"
     )
-    parser.add_argument("--mode", choices=MODES, default="test", help="dev: STS-B dev + SICK-R trial; test: 7 test sets")
+    parser.add_argument(
+        "--mode", choices=MODES, default="test", help="dev: STS-B dev + SICK-R trial; test: 7 test sets"
+    )
     parser.add_argument("--task_set", choices=sorted(TASK_SETS), default="sts")
     parser.add_argument("--senteval_data_dir", default=None, help="default: $CSE_DATA_DIR/senteval")
     parser.add_argument("--output_json", default=None)
     parser.add_argument("--batch_size", type=int, default=128)
-    parser.add_argument("--max_seq_length", type=int, default=None, help="truncate sentences (default: no truncation, as SentEval)")
+    parser.add_argument(
+        "--max_seq_length", type=int, default=None, help="truncate sentences (default: no truncation, as SentEval)"
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="autocast dtype for the encoder (GPU)")
     return parser.parse_args(argv)
@@ -57,7 +61,11 @@ def main(argv=None) -> dict:
     report.update(
         model=args.model_name_or_path, pooler=model.pooler_type, seconds=round(time.perf_counter() - start, 2)
     )
-    print(markdown_table({os.path.basename(os.path.normpath(args.model_name_or_path)): report["scores"]}, list(report["scores"])))
+    print(
+        markdown_table(
+            {os.path.basename(os.path.normpath(args.model_name_or_path)): report["scores"]}, list(report["scores"])
+        )
+    )
     if args.output_json:
         os.makedirs(os.path.dirname(os.path.abspath(args.output_json)), exist_ok=True)
         with open(args.output_json, "w", encoding="utf-8") as f:

@@ -32,8 +32,10 @@ class ModelArguments:
     temp: float = field(default=0.05, metadata={"help": "Softmax temperature tau of the contrastive loss."})
     mlp_only_train: bool | None = field(
         default=None,
-        metadata={"help": "Use the head in training only and evaluate [CLS] before it (unsupervised SimCSE). "
-                          "Default: on with the cls pooler, off otherwise."},
+        metadata={
+            "help": "Use the head in training only and evaluate [CLS] before it (unsupervised SimCSE). "
+            "Default: on with the cls pooler, off otherwise."
+        },
     )
 
     def __post_init__(self):
@@ -41,7 +43,9 @@ class ModelArguments:
         if self.mlp_only_train is None:
             self.mlp_only_train = self.pooler_type == "cls"
         elif self.mlp_only_train and self.pooler_type != "cls":
-            raise ValueError(f"--mlp_only_train needs --pooler_type cls (the head follows [CLS]), got {self.pooler_type!r}")
+            raise ValueError(
+                f"--mlp_only_train needs --pooler_type cls (the head follows [CLS]), got {self.pooler_type!r}"
+            )
 
 
 @dataclass
@@ -50,7 +54,9 @@ class DataArguments:
         default=None,
         metadata={"help": "A .txt (one sentence a line) or .csv corpus; default $CSE_DATA_DIR/wiki1m_for_simcse.txt."},
     )
-    dataset_name: str | None = field(default=None, metadata={"help": "A hub dataset to train on instead of train_file."})
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "A hub dataset to train on instead of train_file."}
+    )
     dataset_config_name: str | None = field(default=None, metadata={"help": "The hub dataset's configuration."})
     text_column: str | None = field(
         default=None,
@@ -61,7 +67,8 @@ class DataArguments:
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
     overwrite_cache: bool = field(default=False, metadata={"help": "Re-tokenise even if a cached copy exists."})
     senteval_data_dir: str | None = field(
-        default=None, metadata={"help": "SentEval data (STS-B dev for model selection); default $CSE_DATA_DIR/senteval."}
+        default=None,
+        metadata={"help": "SentEval data (STS-B dev for model selection); default $CSE_DATA_DIR/senteval."},
     )
 
 
@@ -73,15 +80,19 @@ class CSETrainingArguments(TrainingArguments):
     """``TrainingArguments`` with SimCSE's unsupervised BERT-base defaults."""
 
     per_device_train_batch_size: int = field(default=64, metadata={"help": "Sentences per device and step."})
-    per_device_eval_batch_size: int = field(default=128, metadata={"help": "Sentences per encoding batch in evaluation."})
+    per_device_eval_batch_size: int = field(
+        default=128, metadata={"help": "Sentences per encoding batch in evaluation."}
+    )
     learning_rate: float = field(default=3e-5, metadata={"help": "Peak learning rate (linear decay)."})
     num_train_epochs: float = field(default=1.0, metadata={"help": "Epochs over the corpus."})
     eval_strategy: str = field(default="steps", metadata={"help": "Evaluate on STS-B dev every eval_steps."})
     eval_steps: float | None = field(default=125, metadata={"help": "Steps between STS-B dev evaluations."})
     save_strategy: str = field(
         default="best",
-        metadata={"help": "best: a full checkpoint whenever STS-B dev improves (SimCSE kept only the best model); "
-                          "steps: every save_steps."},
+        metadata={
+            "help": "best: a full checkpoint whenever STS-B dev improves (SimCSE kept only the best model); "
+            "steps: every save_steps."
+        },
     )
     save_total_limit: int | None = field(
         default=1, metadata={"help": "Checkpoints kept besides the best one (each holds optimizer state)."}
@@ -94,8 +105,10 @@ class CSETrainingArguments(TrainingArguments):
     ddp_find_unused_parameters: bool | None = field(default=False, metadata={"help": "Every trainable weight is used."})
     final_eval: str = field(
         default="test",
-        metadata={"help": "After training, evaluate the best model on the 7 STS test sets (test), dev, or not (none).",
-                  "choices": list(FINAL_EVAL_MODES)},
+        metadata={
+            "help": "After training, evaluate the best model on the 7 STS test sets (test), dev, or not (none).",
+            "choices": list(FINAL_EVAL_MODES),
+        },
     )
 
     def __post_init__(self):

@@ -81,8 +81,12 @@ def load_corpus(
         # A sentence such as "NA" or "null" is text, not a missing value, when pandas reads a CSV.
         csv_options = {"keep_default_na": False, "na_filter": False} if extension == ".csv" else {}
         corpus = datasets.load_dataset(
-            LOCAL_FORMATS[extension], data_files={"train": path}, split="train", cache_dir=cache_dir,
-            encoding_errors="replace", **csv_options,
+            LOCAL_FORMATS[extension],
+            data_files={"train": path},
+            split="train",
+            cache_dir=cache_dir,
+            encoding_errors="replace",
+            **csv_options,
         )
     column = _pick_text_column(corpus.column_names, text_column, source)
     corpus = corpus.select_columns([column])

@@ -88,7 +88,9 @@ class CSEModel(nn.Module):
         """Load a backbone and tokenizer; ``pooler_type=None`` takes the pooler recorded in the
         directory's ``cse_config.json`` (an error if there is none)."""
         if pooler_type is None:
-            pooler_type = read_cse_config(model_name_or_path).get("pooler") if os.path.isdir(model_name_or_path) else None
+            pooler_type = (
+                read_cse_config(model_name_or_path).get("pooler") if os.path.isdir(model_name_or_path) else None
+            )
             if pooler_type is None:
                 raise ValueError(f"no pooler given and {model_name_or_path} records none in {CSE_CONFIG_NAME}")
         backbone = AutoModel.from_pretrained(model_name_or_path, **backbone_kwargs)
@@ -155,7 +157,9 @@ class CSEModel(nn.Module):
         was_training = self.training
         self.eval()
         autocast = (
-            torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype is not None else contextlib.nullcontext()
+            torch.autocast(device.type, dtype=autocast_dtype)
+            if autocast_dtype is not None
+            else contextlib.nullcontext()
         )
         try:
             with autocast:
@@ -181,7 +185,11 @@ class CSEModel(nn.Module):
         self.tokenizer.save_pretrained(save_directory)
         with open(os.path.join(save_directory, CSE_CONFIG_NAME), "w", encoding="utf-8") as f:
             json.dump(
-                {"pooler": self.eval_pooler, "training_pooler": self.pooler_type, "mlp_only_train": self.mlp_only_train},
+                {
+                    "pooler": self.eval_pooler,
+                    "training_pooler": self.pooler_type,
+                    "mlp_only_train": self.mlp_only_train,
+                },
                 f,
                 indent=2,
             )

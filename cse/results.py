@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 
 import yaml
 
-PAPER_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "paper_results.yaml")
+PAPER_RESULTS = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "paper_results.yaml"
+)
 
 
 def load_paper_results(path: str = PAPER_RESULTS) -> dict:
@@ -42,7 +44,9 @@ def markdown_table(rows: Mapping[str, Mapping[str, float]], columns: Sequence[st
     return "\n".join(lines)
 
 
-def compare_with_paper(ours: Mapping[str, float], paper_row_id: str, name: str = "ours", path: str = PAPER_RESULTS) -> str:
+def compare_with_paper(
+    ours: Mapping[str, float], paper_row_id: str, name: str = "ours", path: str = PAPER_RESULTS
+) -> str:
     """Our scores, the paper's row and the difference (ours - paper), as one markdown table under a
     line citing the source."""
     paper = load_paper_results(path)[paper_row_id]
@@ -54,7 +58,9 @@ def compare_with_paper(ours: Mapping[str, float], paper_row_id: str, name: str =
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="Print a result JSON of senteval_eval.py / run_*.py beside a paper row.")
+    parser = argparse.ArgumentParser(
+        description="Print a result JSON of senteval_eval.py / run_*.py beside a paper row."
+    )
     parser.add_argument("result_json")
     parser.add_argument("--paper_row", required=True, help="row id in configs/paper_results.yaml")
     parser.add_argument("--name", default="ours")

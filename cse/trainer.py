@@ -45,7 +45,10 @@ class CSETrainer(Trainer):
             )
         logger.info(
             "contrastive batch: %d sentences per step across %d process(es), %d in-batch negatives per anchor; loss %s",
-            global_batch, self.args.world_size, global_batch - 1, getattr(loss, "get_config_dict", dict)(),
+            global_batch,
+            self.args.world_size,
+            global_batch - 1,
+            getattr(loss, "get_config_dict", dict)(),
         )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):

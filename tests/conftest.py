@@ -24,13 +24,23 @@ def tiny_model_dir(path, family, dropout=0.1):
     from transformers import AutoTokenizer, BertConfig, BertModel, RobertaConfig, RobertaModel
 
     torch.manual_seed(0)
-    tok = AutoTokenizer.from_pretrained(os.path.join(TOKENIZERS, f"{family}-base" + ("-uncased" if family == "bert" else "")))
-    common = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                  hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    tok = AutoTokenizer.from_pretrained(
+        os.path.join(TOKENIZERS, f"{family}-base" + ("-uncased" if family == "bert" else ""))
+    )
+    common = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     if family == "bert":
         model = BertModel(BertConfig(vocab_size=len(tok), max_position_embeddings=512, **common))
     else:
-        model = RobertaModel(RobertaConfig(vocab_size=len(tok), max_position_embeddings=514, pad_token_id=tok.pad_token_id, **common))
+        model = RobertaModel(
+            RobertaConfig(vocab_size=len(tok), max_position_embeddings=514, pad_token_id=tok.pad_token_id, **common)
+        )
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)

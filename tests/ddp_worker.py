@@ -5,7 +5,6 @@ synchronised gradients are saved for comparison with one process on the whole ba
 import os
 import sys
 
-import torch
 import torch.distributed as dist
 from safetensors.torch import load_file, save_file
 from torch.nn.parallel import DistributedDataParallel

@@ -30,7 +30,8 @@ def _year(base, root):
     out = []
     for name in YEARS[base][1]:
         folder = os.path.join(root, "STS", YEARS[base][0])
-        sent1, sent2 = zip(*[l.split("\t") for l in io.open(f"{folder}/STS.input.{name}.txt", encoding="utf8").read().splitlines()])
+        lines = io.open(f"{folder}/STS.input.{name}.txt", encoding="utf8").read().splitlines()
+        sent1, sent2 = zip(*[line.split("\t") for line in lines])
         raw = np.array(io.open(f"{folder}/STS.gs.{name}.txt", encoding="utf8").read().splitlines())
         keep = raw != ""
         gs = [float(x) for x in raw[keep]]

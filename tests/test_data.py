@@ -94,8 +94,10 @@ def test_tokenise_and_two_views(tmp_path, bert_tokenizer):
 
 def test_config_values_keep_their_types(tmp_path):
     cfg = tmp_path / "run.json"
-    cfg.write_text('{"save_total_limit": null, "lr_scheduler_kwargs": {"power": 2.0}, "learning_rate": "1e-5",'
-                   ' "pooler_type": "avg"}')
+    cfg.write_text(
+        '{"save_total_limit": null, "lr_scheduler_kwargs": {"power": 2.0}, "learning_rate": "1e-5",'
+        ' "pooler_type": "avg"}'
+    )
     model_args, _, train_args = parse_args((ModelArguments, DataArguments, CSETrainingArguments), [str(cfg)])
     assert train_args.save_total_limit is None and train_args.lr_scheduler_kwargs == {"power": 2.0}
     assert train_args.learning_rate == 1e-5
@@ -122,9 +124,16 @@ def test_config_file_with_overrides(tmp_path):
     assert (model_args.model_name_or_path, model_args.temp, model_args.mlp_only_train) == ("some/model", 0.02, False)
     assert (train_args.max_steps, train_args.output_dir) == (7, "out")
     # SimCSE's unsupervised defaults
-    assert (train_args.per_device_train_batch_size, train_args.learning_rate, train_args.num_train_epochs) == (64, 3e-5, 1.0)
+    assert (train_args.per_device_train_batch_size, train_args.learning_rate, train_args.num_train_epochs) == (
+        64,
+        3e-5,
+        1.0,
+    )
     assert (train_args.eval_steps, train_args.metric_for_best_model, train_args.load_best_model_at_end) == (
-        125, "stsb_spearman", True)
+        125,
+        "stsb_spearman",
+        True,
+    )
     assert (data_args.max_seq_length, model_args.pooler_type) == (32, "cls")
     assert (ModelArguments().mlp_only_train, ModelArguments().temp) == (True, 0.05)
     with pytest.raises(ValueError):
@@ -135,3 +144,27 @@ def test_config_file_with_overrides(tmp_path):
         parse_args((ModelArguments, DataArguments, CSETrainingArguments), [str(bad)])
     with pytest.raises(FileNotFoundError, match="missing.yaml"):
         parse_args((ModelArguments, DataArguments, CSETrainingArguments), [str(tmp_path / "missing.yaml")])
+
+
+def test_shipped_configs_parse_to_the_papers_settings():
+    from .conftest import REPO
+
+    parse = lambda name: parse_args(  # noqa: E731
+        (ModelArguments, DataArguments, CSETrainingArguments), [f"{REPO}/configs/{name}", "--output_dir", "o"]
+    )
+    model_args, data_args, train_args = parse("simcse_bert_base.yaml")
+    # SimCSE's run_unsup_example.sh
+    assert (model_args.model_name_or_path, model_args.pooler_type, model_args.mlp_only_train, model_args.temp) == (
+        "bert-base-uncased",
+        "cls",
+        True,
+        0.05,
+    )
+    assert (train_args.per_device_train_batch_size, train_args.learning_rate, train_args.num_train_epochs) == (
+        64,
+        3e-5,
+        1.0,
+    )
+    assert (data_args.max_seq_length, train_args.eval_steps, train_args.fp16, train_args.seed) == (32, 125, True, 42)
+    model_args, _, train_args = parse("quickstart.yaml")
+    assert (model_args.pooler_type, train_args.max_steps, train_args.use_cpu) == ("avg", 100, True)

@@ -18,18 +18,38 @@ from .conftest import REPO, tiny_model_dir
 def test_two_process_loss_and_gradients_equal_single_process(tmp_path):
     model_dir = tiny_model_dir(tmp_path / "model", "bert", dropout=0.0)  # no dropout: deterministic views
     tok = AutoTokenizer.from_pretrained(model_dir)
-    sentences = ["a cat sat", "dogs bark loudly at night", "the sun", "rain again today", "one more", "last of all here",
-                 "trees grow", "rivers run to the sea"]
+    sentences = [
+        "a cat sat",
+        "dogs bark loudly at night",
+        "the sun",
+        "rain again today",
+        "one more",
+        "last of all here",
+        "trees grow",
+        "rivers run to the sea",
+    ]
     first = tok(sentences, padding="max_length", max_length=10, return_tensors="pt")
     # The second view differs from the first (reversed words) so that positives are not trivial.
-    second = tok([" ".join(reversed(s.split())) for s in sentences], padding="max_length", max_length=10,
-                 return_tensors="pt")
+    second = tok(
+        [" ".join(reversed(s.split())) for s in sentences], padding="max_length", max_length=10, return_tensors="pt"
+    )
     batch = {k: torch.stack([first[k], second[k]], dim=1) for k in first}
     save_file(batch, str(tmp_path / "batch.safetensors"))
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531",
-           os.path.join(REPO, "tests", "ddp_worker.py"), model_dir, str(tmp_path / "batch.safetensors"), str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29531",
+        os.path.join(REPO, "tests", "ddp_worker.py"),
+        model_dir,
+        str(tmp_path / "batch.safetensors"),
+        str(tmp_path),
+    ]
     subprocess.run(cmd, check=True, env=env, timeout=300)
 
     model = CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True)

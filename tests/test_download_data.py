@@ -150,8 +150,11 @@ def make_tar(path, files: dict[str, bytes]):
     return path
 
 
-FIXTURE_TREE = {"STS/STSBenchmark/sts-dev.csv": b"dev\n", "STS/STS12-en-test/STS.gs.MSRpar.txt": b"4.0\n",
-                "SICK/SICK_trial.txt": b"header\n"}
+FIXTURE_TREE = {
+    "STS/STSBenchmark/sts-dev.csv": b"dev\n",
+    "STS/STS12-en-test/STS.gs.MSRpar.txt": b"4.0\n",
+    "SICK/SICK_trial.txt": b"header\n",
+}
 
 
 @pytest.mark.parametrize("top", ["", "downstream/"])
@@ -184,8 +187,11 @@ OTHER = "cd" * 32
     "headers, expected",
     [
         # The hub's redirect, then the storage backend whose etag is some other 64-hex value.
-        (f'HTTP/2 302\r\nx-linked-size: 5\r\nX-Linked-ETag: "{SHA}"\r\netag: "{OTHER}"\r\n\r\n'
-         f'HTTP/2 200\r\nETag: "{OTHER}"\r\n\r\n', SHA),
+        (
+            f'HTTP/2 302\r\nx-linked-size: 5\r\nX-Linked-ETag: "{SHA}"\r\netag: "{OTHER}"\r\n\r\n'
+            f'HTTP/2 200\r\nETag: "{OTHER}"\r\n\r\n',
+            SHA,
+        ),
         (f'HTTP/2 200\r\netag: "{SHA}"\r\n\r\n', SHA),
         # A git blob's sha1 or a weak etag is no sha256.
         ('HTTP/2 200\r\netag: "0123456789abcdef0123456789abcdef01234567"\r\n\r\n', ""),
@@ -233,8 +239,13 @@ def run_download(hub, tmp_path, declared: dict[str, str], dest_via_env=False):
     for name, digest in declared.items():
         (headers / f"{name}.headers").write_text(f'HTTP/2 302\r\nx-linked-etag: "{digest}"\r\n\r\nHTTP/2 200\r\n\r\n')
     (hub / "calls.log").unlink(missing_ok=True)
-    env = dict(os.environ, PATH=f"{hub / 'bin'}:{os.environ['PATH']}", FAKE_HUB=str(hub), FAKE_HEADERS=str(headers),
-               PYTHON=sys.executable)
+    env = dict(
+        os.environ,
+        PATH=f"{hub / 'bin'}:{os.environ['PATH']}",
+        FAKE_HUB=str(hub),
+        FAKE_HEADERS=str(headers),
+        PYTHON=sys.executable,
+    )
     dest = tmp_path / "data"
     if dest_via_env:
         env["CSE_DATA_DIR"] = str(dest)
@@ -255,10 +266,11 @@ def test_download_installs_verifies_then_skips(fake_hub, tmp_path):
     assert f"{CORPUS}: sha256 matches the hub's" in result.stderr
     assert "OK: " in result.stderr
     assert sorted(os.listdir(dest)) == sorted([CORPUS, "senteval"])
-    assert (dest / GOLD).read_bytes() == open(os.path.join(SENTEVAL, GOLD[len("senteval/"):]), "rb").read()
+    assert (dest / GOLD).read_bytes() == open(os.path.join(SENTEVAL, GOLD[len("senteval/") :]), "rb").read()
     assert [c for c in calls if c.startswith("-fL")] == [
         f"-fL --retry 3 -o {dest}/{name}.part https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse"
-        f"/resolve/main/{name}" for name in (CORPUS, "senteval.tar")
+        f"/resolve/main/{name}"
+        for name in (CORPUS, "senteval.tar")
     ]
 
     again, _, calls = run_download(fake_hub, tmp_path, declared)

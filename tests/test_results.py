@@ -9,8 +9,16 @@ from cse import results
 def test_paper_rows_are_consistent():
     rows = results.load_paper_results()
     simcse = rows["simcse_unsup_bert_base"]["scores"]
-    assert simcse == {"STS12": 68.40, "STS13": 82.41, "STS14": 74.38, "STS15": 80.91, "STS16": 78.56,
-                      "STS-B": 76.85, "SICK-R": 72.23, "Avg.": 76.25}
+    assert simcse == {
+        "STS12": 68.40,
+        "STS13": 82.41,
+        "STS14": 74.38,
+        "STS15": 80.91,
+        "STS16": 78.56,
+        "STS-B": 76.85,
+        "SICK-R": 72.23,
+        "Avg.": 76.25,
+    }
     for row_id, row in rows.items():
         assert {"paper", "table", "model"} <= set(row), row_id
         values = [v for k, v in row["scores"].items() if k != "Avg."]
@@ -21,8 +29,16 @@ def test_paper_rows_are_consistent():
 def test_markdown_table_and_comparison(tmp_path, capsys):
     table = results.markdown_table({"a": {"x": 1.0, "y": 2.345}, "b": {"x": 3.0}}, ["x", "y"])
     assert table.splitlines() == ["| Model | x | y |", "|---|---:|---:|", "| a | 1.00 | 2.35 |", "| b | 3.00 | - |"]
-    ours = {"STS12": 70.0, "STS13": 80.0, "STS14": 75.0, "STS15": 81.0, "STS16": 78.0, "STS-B": 77.0, "SICK-R": 71.0,
-            "Avg.": 76.0}
+    ours = {
+        "STS12": 70.0,
+        "STS13": 80.0,
+        "STS14": 75.0,
+        "STS15": 81.0,
+        "STS16": 78.0,
+        "STS-B": 77.0,
+        "SICK-R": 71.0,
+        "Avg.": 76.0,
+    }
     path = tmp_path / "r.json"
     path.write_text(json.dumps({"scores": ours}))
     results.main([str(path), "--paper_row", "simcse_unsup_bert_base"])

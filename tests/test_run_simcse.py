@@ -16,14 +16,34 @@ from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD
 from .senteval_reference import reference_scores
 
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2", "TOKENIZERS_PARALLELISM": "false"}
-COMMON = ["--train_file", WIKI_HEAD, "--per_device_train_batch_size", "16", "--logging_steps", "5",
-          "--learning_rate", "1e-3", "--disable_tqdm", "true", "--use_cpu", "true", "--final_eval", "dev"]
+COMMON = [
+    "--train_file",
+    WIKI_HEAD,
+    "--per_device_train_batch_size",
+    "16",
+    "--logging_steps",
+    "5",
+    "--learning_rate",
+    "1e-3",
+    "--disable_tqdm",
+    "true",
+    "--use_cpu",
+    "true",
+    "--final_eval",
+    "dev",
+]
 
 
 def run(args, launcher=(sys.executable,), check=True, env=ENV):
     """run_simcse.py with COMMON flags first, so that ``args`` override them."""
-    proc = subprocess.run([*launcher, os.path.join(REPO, "run_simcse.py"), *COMMON, *args], capture_output=True, text=True,
-                          env=env, timeout=900, cwd=REPO)
+    proc = subprocess.run(
+        [*launcher, os.path.join(REPO, "run_simcse.py"), *COMMON, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        cwd=REPO,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(proc.stdout[-3000:] + proc.stderr[-5000:])
     return proc
@@ -62,15 +82,30 @@ def test_end_to_end_bert_best_checkpoint_and_reload(tiny_bert, tmp_path):
     assert not torch.equal(model.pooler.dense.weight, AutoModel.from_pretrained(tiny_bert).pooler.dense.weight)
 
     # Re-evaluated by an independent implementation from AutoModel: the same numbers.
-    ref = reference_scores(model, tok, ["STSBenchmark", "SICKRelatedness"], "dev", SENTEVAL,
-                           cosine_dtype=np.float64)["cls_before_pooler"]
+    ref = reference_scores(model, tok, ["STSBenchmark", "SICKRelatedness"], "dev", SENTEVAL, cosine_dtype=np.float64)[
+        "cls_before_pooler"
+    ]
     assert ref["STSBenchmark"] == pytest.approx(report["scores"]["STS-B"], abs=0.01)
     assert ref["SICKRelatedness"] == pytest.approx(report["scores"]["SICK-R"], abs=0.01)
 
     # and by senteval_eval.py, which reads the pooler from cse_config.json
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "senteval_eval.py"), "--model_name_or_path", out,
-                           "--mode", "dev", "--output_json", str(tmp_path / "dev.json")],
-                          capture_output=True, text=True, env=ENV, check=True, cwd=REPO)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO, "senteval_eval.py"),
+            "--model_name_or_path",
+            out,
+            "--mode",
+            "dev",
+            "--output_json",
+            str(tmp_path / "dev.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=True,
+        cwd=REPO,
+    )
     assert "| STS-B | SICK-R | Avg. |" in proc.stdout
     with open(tmp_path / "dev.json") as f:
         again = json.load(f)
@@ -81,22 +116,57 @@ def test_end_to_end_bert_best_checkpoint_and_reload(tiny_bert, tmp_path):
 
 def test_end_to_end_roberta_avg_pooler(tiny_roberta, tmp_path):
     out = str(tmp_path / "run")
-    run(["--model_name_or_path", tiny_roberta, "--output_dir", out, "--max_steps", "10", "--eval_steps", "5",
-         "--pooler_type", "avg"])
+    run(
+        [
+            "--model_name_or_path",
+            tiny_roberta,
+            "--output_dir",
+            out,
+            "--max_steps",
+            "10",
+            "--eval_steps",
+            "5",
+            "--pooler_type",
+            "avg",
+        ]
+    )
     with open(os.path.join(out, "cse_config.json")) as f:
         assert json.load(f)["pooler"] == "avg"
     with open(os.path.join(out, "sts_dev_results.json")) as f:
         report = json.load(f)
-    ref = reference_scores(AutoModel.from_pretrained(out), AutoTokenizer.from_pretrained(out), ["STSBenchmark"], "dev",
-                           SENTEVAL, cosine_dtype=np.float64)["avg"]
+    ref = reference_scores(
+        AutoModel.from_pretrained(out),
+        AutoTokenizer.from_pretrained(out),
+        ["STSBenchmark"],
+        "dev",
+        SENTEVAL,
+        cosine_dtype=np.float64,
+    )["avg"]
     assert ref["STSBenchmark"] == pytest.approx(report["scores"]["STS-B"], abs=0.01)
 
 
 def test_seeds_reproduce_and_resume_after_interruption_equals_uninterrupted_run(tiny_bert, tmp_path):
     def args(out, seed="42"):
-        return ["--model_name_or_path", tiny_bert, "--output_dir", str(out), "--max_steps", "20", "--eval_steps",
-                "10", "--save_strategy", "steps", "--save_steps", "10", "--save_total_limit", "5", "--final_eval",
-                "none", "--seed", seed]
+        return [
+            "--model_name_or_path",
+            tiny_bert,
+            "--output_dir",
+            str(out),
+            "--max_steps",
+            "20",
+            "--eval_steps",
+            "10",
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "10",
+            "--save_total_limit",
+            "5",
+            "--final_eval",
+            "none",
+            "--seed",
+            seed,
+        ]
 
     out = tmp_path / "run"
     run(args(out))
@@ -140,8 +210,25 @@ def test_seeds_reproduce_and_resume_after_interruption_equals_uninterrupted_run(
 def test_standard_trainer_flags(tiny_bert, tmp_path):
     def first_losses(name, *flags):
         out = tmp_path / name
-        run(["--model_name_or_path", tiny_bert, "--output_dir", str(out), "--max_steps", "6", "--eval_steps", "3",
-             "--seed", "7", "--logging_steps", "1", "--gradient_accumulation_steps", "2", *flags])
+        run(
+            [
+                "--model_name_or_path",
+                tiny_bert,
+                "--output_dir",
+                str(out),
+                "--max_steps",
+                "6",
+                "--eval_steps",
+                "3",
+                "--seed",
+                "7",
+                "--logging_steps",
+                "1",
+                "--gradient_accumulation_steps",
+                "2",
+                *flags,
+            ]
+        )
         state = log_history(str(out))
         assert state["global_step"] == 6 and state["best_model_checkpoint"] is not None
         assert (out / "model.safetensors").is_file() and (out / "sts_dev_results.json").is_file()
@@ -169,12 +256,22 @@ def test_bad_input_gives_clear_errors(tiny_bert, tmp_path):
 def test_accelerate_launch_one_and_two_processes(tiny_bert, tmp_path):
     accelerate = [sys.executable, "-m", "accelerate.commands.launch"]
     flags = ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
-    args = ["--model_name_or_path", tiny_bert, "--max_steps", "10", "--eval_steps", "5",
-            "--per_device_train_batch_size", "8"]
+    args = [
+        "--model_name_or_path",
+        tiny_bert,
+        "--max_steps",
+        "10",
+        "--eval_steps",
+        "5",
+        "--per_device_train_batch_size",
+        "8",
+    ]
     one = run([*args, "--output_dir", str(tmp_path / "one")], launcher=(*accelerate, "--num_processes", "1", *flags))
     assert "8 sentences per step across 1 process(es)" in one.stdout + one.stderr
-    two = run([*args, "--output_dir", str(tmp_path / "two")],
-              launcher=(*accelerate, "--multi_gpu", "--num_processes", "2", "--main_process_port", "29533", *flags))
+    two = run(
+        [*args, "--output_dir", str(tmp_path / "two")],
+        launcher=(*accelerate, "--multi_gpu", "--num_processes", "2", "--main_process_port", "29533", *flags),
+    )
     assert "16 sentences per step across 2 process(es), 15 in-batch negatives" in two.stdout + two.stderr
     epochs = [h["epoch"] for h in log_history(str(tmp_path / "two"))["log_history"] if "loss" in h]
     corpus = sum(1 for line in open(WIKI_HEAD, encoding="utf-8") if line.strip())

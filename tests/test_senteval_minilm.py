@@ -20,8 +20,15 @@ from .senteval_reference import reference_scores
 
 # sentence-transformers/all-MiniLM-L6-v2 on the MTEB leaderboard (cosine Spearman x 100).
 MTEB = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99, "STS-B": 82.03}
-COLUMN = {"STS12": "STS12", "STS13": "STS13", "STS14": "STS14", "STS15": "STS15", "STS16": "STS16",
-          "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+COLUMN = {
+    "STS12": "STS12",
+    "STS13": "STS13",
+    "STS14": "STS14",
+    "STS15": "STS15",
+    "STS16": "STS16",
+    "STSBenchmark": "STS-B",
+    "SICKRelatedness": "SICK-R",
+}
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +47,22 @@ def reference(minilm):
 
 
 def test_cli_reproduces_published_mteb_scores(minilm, tmp_path, capsys, ours):
-    report = senteval_eval.main(["--model_name_or_path", minilm, "--pooler", "avg", "--mode", "test",
-                                 "--task_set", "sts", "--senteval_data_dir", SENTEVAL,
-                                 "--output_json", str(tmp_path / "r.json")])
+    report = senteval_eval.main(
+        [
+            "--model_name_or_path",
+            minilm,
+            "--pooler",
+            "avg",
+            "--mode",
+            "test",
+            "--task_set",
+            "sts",
+            "--senteval_data_dir",
+            SENTEVAL,
+            "--output_json",
+            str(tmp_path / "r.json"),
+        ]
+    )
     ours["avg", "test"] = report["scores"]
     printed = capsys.readouterr().out
     assert "| Model | STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. |" in printed
@@ -54,8 +74,14 @@ def test_cli_reproduces_published_mteb_scores(minilm, tmp_path, capsys, ours):
     assert saved["scores"] == pytest.approx(report["scores"])
     assert saved["tasks"]["STS12"]["n"] == 3108 and saved["tasks"]["STS16"]["n"] == 1186
     assert saved["tasks"]["SICKRelatedness"]["n"] == 4927 and saved["tasks"]["STSBenchmark"]["n"] == 1379
-    assert set(saved["tasks"]["STS14"]["subsets"]) == {"deft-forum", "deft-news", "headlines", "images", "OnWN",
-                                                      "tweet-news"}
+    assert set(saved["tasks"]["STS14"]["subsets"]) == {
+        "deft-forum",
+        "deft-news",
+        "headlines",
+        "images",
+        "OnWN",
+        "tweet-news",
+    }
 
 
 @pytest.mark.parametrize("mode", ["dev", "test"])

@@ -36,7 +36,8 @@ def test_sts_subset_rejects_a_tab_inside_a_sentence_and_mismatched_files(tmp_pat
 def test_stsb_takes_columns_6_and_7_and_ignores_trailing_metadata(tmp_path):
     rows = [
         "main-captions\tMSRvid\t2012test\t0001\t5.000\tA plane\tAn  air plane",
-        "main-news\theadlines\t2016\t0002\t0.5\tx y\tz\tsource-a\tsource-b",  # extra columns, as in the official release
+        # extra columns, as in the official release
+        "main-news\theadlines\t2016\t0002\t0.5\tx y\tz\tsource-a\tsource-b",
     ]
     pairs = read_stsb(write(tmp_path / "sts-dev.csv", "\n".join(rows), bom=True))
     assert pairs.sentences1 == ["A plane", "x y"]
@@ -77,7 +78,7 @@ def test_all_setting_differs_from_mean_of_subsets():
 
 def test_cosine_of_a_zero_vector_is_zero():
     sims = cosine_scores(np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[1.0, 1.0], [1.0, 0.0]]))
-    np.testing.assert_allclose(sims, [2 ** -0.5, 0.0])  # SentEval's nan_to_num
+    np.testing.assert_allclose(sims, [2**-0.5, 0.0])  # SentEval's nan_to_num
 
 
 def test_missing_data_is_named(tmp_path, monkeypatch):
@@ -102,18 +103,19 @@ def test_suite_scores_a_perfect_and_an_anti_encoder(tmp_path):
     sick = "id\ta\tb\tscore\tlabel\n" + "\n".join(f"{i}\tleft\tright {i}\t{g}\tX" for i, g in enumerate(golds))
     write(tmp_path / "SICK" / "SICK_trial.txt", sick)
 
-    def encoder(sign):
+    def encoder(reverse):
         def encode(sentences):
             out = []
             for s in sentences:
-                angle = 0.0 if s == "left" else sign * (3 - int(s.split()[1])) * 0.3
+                i = int(s.split()[1]) if s != "left" else None
+                angle = 0.0 if i is None else (i if reverse else 3 - i) * 0.3
                 out.append([np.cos(angle), np.sin(angle)])
             return np.array(out)
 
         return encode
 
-    report = evaluate(encoder(1), "sts", "dev", senteval_data_dir=str(tmp_path))
+    report = evaluate(encoder(False), "sts", "dev", senteval_data_dir=str(tmp_path))
     assert report["scores"] == {"STS-B": 100.0, "SICK-R": 100.0, "Avg.": 100.0}
     assert report["tasks"]["STSBenchmark"]["n"] == 4
-    reverse = lambda sentences: encoder(1)([("right %d" % (3 - int(s.split()[1]))) if s != "left" else s for s in sentences])  # noqa: E731
-    assert evaluate(reverse, "sts", "dev", senteval_data_dir=str(tmp_path))["scores"]["STS-B"] == pytest.approx(-100.0)
+    reversed_scores = evaluate(encoder(True), "sts", "dev", senteval_data_dir=str(tmp_path))["scores"]
+    assert reversed_scores["STS-B"] == pytest.approx(-100.0)
