@@ -37,6 +37,7 @@ class CSETrainer(Trainer):
             eval_dataset = SentEvalSuite("sts", "dev", senteval_data_dir)
         super().__init__(*args, eval_dataset=eval_dataset, **kwargs)
         self.loss_fn = loss
+        self._recorded: dict[str, list[torch.Tensor]] = {}
         global_batch = self.args.per_device_train_batch_size * self.args.world_size
         if global_batch < 2:
             raise ValueError(
@@ -55,6 +56,22 @@ class CSETrainer(Trainer):
         views = model(**inputs)
         loss = self.loss_fn(views[:, 0], views[:, 1])
         return (loss, {"embeddings": views}) if return_outputs else loss
+
+    def record_training_metrics(self, **values: torch.Tensor) -> None:
+        """Add method-specific scalars (e.g. mean positive score) to the next training log line; each
+        is averaged over the micro-batches since the last log and over processes."""
+        for name, value in values.items():
+            self._recorded.setdefault(name, []).append(value.detach().float().mean())
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        # Training log lines carry "loss"; evaluation lines do not.
+        if "loss" in logs and self._recorded:
+            names = sorted(self._recorded)
+            means = torch.stack([torch.stack(self._recorded[name]).mean() for name in names])
+            means = self.accelerator.reduce(means, reduction="mean")
+            logs.update({name: round(value, 4) for name, value in zip(names, means.tolist())})
+            self._recorded.clear()
+        super().log(logs, start_time)
 
     def encode(self, sentences, autocast_dtype: torch.dtype | None = None):
         return self.model.encode(

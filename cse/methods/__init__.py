@@ -1,0 +1,2 @@
+"""One module per method: its argument dataclass and its ``CSETrainer`` subclass (the loss lives in
+``cse.losses``)."""
