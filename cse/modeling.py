@@ -108,9 +108,10 @@ class CSEModel(nn.Module):
                 nn.init.normal_(module.weight, mean=0.0, std=std)
                 nn.init.zeros_(module.bias)
 
-    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None):
+    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
+        """Run ``backbone`` (default: this model's) and pool its output."""
         kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        outputs = self.backbone(
+        outputs = (backbone or self.backbone)(
             input_ids=input_ids,
             attention_mask=attention_mask,
             output_hidden_states=pooler_type in NEEDS_HIDDEN_STATES,

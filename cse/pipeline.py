@@ -33,9 +33,12 @@ def setup_logging(training_args) -> None:
     transformers.utils.logging.enable_explicit_format()
 
 
-def train_and_evaluate(model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, **trainer_kwargs):
-    """Train ``model`` with ``loss``, save the best encoder to ``output_dir`` and, unless
-    ``--final_eval none``, print and save its STS table. Returns the trainer."""
+def train_and_evaluate(
+    model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, method_args=None, **trainer_kwargs
+):
+    """Train ``model`` with ``loss`` (``trainer_class`` gets ``trainer_kwargs``; ``method_args``, the
+    method's dataclass, guards resumption with the rest), save the best encoder to ``output_dir`` and,
+    unless ``--final_eval none``, print and save its STS table. Returns the trainer."""
     with training_args.main_process_first(desc="corpus tokenisation"):
         train_dataset = build_train_dataset(data_args, model.tokenizer, cache_dir=model_args.cache_dir)
     trainer = trainer_class(
@@ -48,7 +51,7 @@ def train_and_evaluate(model_args, data_args, training_args, model, loss, traine
         senteval_data_dir=data_args.senteval_data_dir,
         **trainer_kwargs,
     )
-    result = trainer.train(resume_from_checkpoint=find_checkpoint(model_args, data_args, training_args))
+    result = trainer.train(resume_from_checkpoint=find_checkpoint(model_args, data_args, training_args, method_args))
     check_best_model_loaded(trainer)
     trainer.save_encoder()
     metrics = {**result.metrics, "train_samples": len(train_dataset)}

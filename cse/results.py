@@ -2,6 +2,7 @@
 tables that put our scores beside them.
 
     python -m cse.results result/simcse/sts_test_results.json --paper_row simcse_unsup_bert_base
+    python -m cse.results result/a/sts_test_results.json result/b/sts_test_results.json
 """
 
 from __future__ import annotations
@@ -59,15 +60,25 @@ def compare_with_paper(
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
-        description="Print a result JSON of senteval_eval.py / run_*.py beside a paper row."
+        description="Print result JSONs of senteval_eval.py / run_*.py as one table, or one beside a paper row."
     )
-    parser.add_argument("result_json")
-    parser.add_argument("--paper_row", required=True, help="row id in configs/paper_results.yaml")
-    parser.add_argument("--name", default="ours")
+    parser.add_argument("result_json", nargs="+")
+    parser.add_argument("--paper_row", default=None, help="row id in configs/paper_results.yaml (one JSON only)")
+    parser.add_argument("--name", nargs="+", default=None, help="row name(s); default: ours / the JSONs' folders")
     args = parser.parse_args(argv)
-    with open(args.result_json, encoding="utf-8") as f:
-        scores = json.load(f)["scores"]
-    print(compare_with_paper(scores, args.paper_row, name=args.name))
+    if args.name is not None and len(args.name) != len(args.result_json):
+        parser.error(f"{len(args.result_json)} result JSON(s) but {len(args.name)} --name(s)")
+    scores = []
+    for path in args.result_json:
+        with open(path, encoding="utf-8") as f:
+            scores.append(json.load(f)["scores"])
+    if args.paper_row is not None:
+        if len(scores) != 1:
+            parser.error("--paper_row compares one result JSON")
+        print(compare_with_paper(scores[0], args.paper_row, name=args.name[0] if args.name else "ours"))
+        return
+    names = args.name or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in args.result_json]
+    print(markdown_table(dict(zip(names, scores)), list(scores[0])))
 
 
 if __name__ == "__main__":

@@ -46,21 +46,24 @@ RESUME_SENSITIVE = (
 _DATA_LOGISTICS = ("preprocessing_num_workers", "overwrite_cache", "senteval_data_dir")
 
 
-def run_settings(model_args, data_args, training_args) -> dict:
+def run_settings(model_args, data_args, training_args, method_args=None) -> dict:
     settings = {
         "model": dataclasses.asdict(model_args),
         "data": {k: v for k, v in dataclasses.asdict(data_args).items() if k not in _DATA_LOGISTICS},
         "training": {k: getattr(training_args, k, None) for k in RESUME_SENSITIVE},
     }
+    if method_args is not None:
+        settings["method"] = dataclasses.asdict(method_args)
     return json.loads(json.dumps(settings, default=str))
 
 
-def find_checkpoint(model_args, data_args, training_args) -> str | None:
+def find_checkpoint(model_args, data_args, training_args, method_args=None) -> str | None:
     """The checkpoint to resume from: ``--resume_from_checkpoint`` if given, else the last one an
     interrupted run left in ``output_dir``. Refuses, rather than guessing, when ``output_dir`` holds
-    a finished run or a run with other settings; then records this run's settings there."""
+    a finished run or a run with other settings (``method_args``: the method's own dataclass); then
+    records this run's settings there."""
     output_dir = training_args.output_dir
-    current = run_settings(model_args, data_args, training_args)
+    current = run_settings(model_args, data_args, training_args, method_args)
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint is None and os.path.isdir(output_dir):
         if os.path.exists(os.path.join(output_dir, CSE_CONFIG_NAME)):

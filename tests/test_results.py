@@ -46,3 +46,16 @@ def test_markdown_table_and_comparison(tmp_path, capsys):
     assert lines[2].startswith("| ours | 70.00 | 80.00 |")
     assert "Table 5: Unsup-SimCSE-BERT-base | 68.40 | 82.41" in lines[3]
     assert lines[4] == "| difference | 1.60 | -2.41 | 0.62 | 0.09 | -0.56 | 0.15 | -1.23 | -0.25 |"
+
+
+def test_several_results_in_one_table(tmp_path, capsys):
+    for name, value in (("a", 70.0), ("b", 71.5)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "r.json").write_text(json.dumps({"scores": {"STS12": value, "Avg.": value + 1}}))
+    paths = [str(tmp_path / "a" / "r.json"), str(tmp_path / "b" / "r.json")]
+    results.main(paths)
+    assert capsys.readouterr().out.splitlines()[2:] == ["| a | 70.00 | 71.00 |", "| b | 71.50 | 72.50 |"]
+    results.main([*paths, "--name", "bs 32", "bs 64"])
+    assert capsys.readouterr().out.splitlines()[3] == "| bs 64 | 71.50 | 72.50 |"
+    with pytest.raises(SystemExit):
+        results.main([*paths, "--paper_row", "simcse_unsup_bert_base"])

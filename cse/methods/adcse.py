@@ -1,0 +1,275 @@
+"""AdCSE (Li et al., "AdCSE: An Adversarial Method for Contrastive Learning of Sentence Embeddings",
+DASFAA 2022): an untied dual encoder whose second encoder follows the first by momentum, and a bank
+of negative adversaries trained by gradient ascent on the contrastive loss (the loss itself is
+:class:`cse.losses.adcse.AdversarialInfoNCELoss`).
+
+One optimizer step of :class:`AdCSETrainer` is, for encoder q (theta_q), momentum encoder p
+(theta_p) and adversaries theta_n:
+
+    theta_q <- theta_q - alpha_q * dL/dtheta_q          (Eq. 6; the Trainer's AdamW, lr 3e-5)
+    theta_n <- theta_n + alpha_n * dL/dtheta_n          (Eq. 7; SGD, lr 3e-3, momentum 0.9)
+    theta_p <- m * theta_p + (1 - m) * theta_q          (Eq. 4; m = 0.995, after q's update)
+
+Both gradients come from the same forward pass. ``variant="released"`` (the default) follows the
+authors' code, which produced the published tables: in-batch negatives in the loss, one shared
+linear+tanh head applied to both encoders' [CLS], and weight decay 1e-4 on the adversaries.
+``variant="paper"`` follows the text: Eq. 5 as printed, and p with its own head g_p, part of theta_p.
+Two accidents of that code are not reproduced: its p starts from random weights (the copy is taken
+before the pretrained weights are loaded) and its token-type ids are the attention mask; here p
+starts as an exact copy of the pretrained q and token types are zero.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from safetensors.torch import load_file, save_file
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+
+from ..distributed import world_size
+from ..losses.adcse import LOSS_FORMS
+from ..modeling import CSEModel
+from ..trainer import CSETrainer
+
+logger = logging.getLogger(__name__)
+
+ADVERSARY_STATE_NAME = "adcse_adversaries.safetensors"
+
+
+@dataclass
+class AdCSEArguments:
+    variant: str = field(
+        default="released",
+        metadata={
+            "help": "released: the authors' code (in-batch negatives in the loss, shared head, adversary weight "
+            "decay 1e-4), which produced the paper's tables; paper: Eq. 5 as printed, p with its own head.",
+            "choices": list(LOSS_FORMS),
+        },
+    )
+    num_adversaries: int = field(default=64, metadata={"help": "M, the number of negative adversaries."})
+    momentum: float = field(default=0.995, metadata={"help": "m in Eq. 4, the momentum of encoder p."})
+    adversary_learning_rate: float = field(default=3e-3, metadata={"help": "alpha_n in Eq. 7."})
+    adversary_momentum: float = field(default=0.9, metadata={"help": "SGD momentum of the adversaries."})
+    adversary_weight_decay: float | None = field(
+        default=None, metadata={"help": "Weight decay of the adversaries; default 1e-4 (released) or 0 (paper)."}
+    )
+    adversaries: bool = field(
+        default=True, metadata={"help": "Use negative adversaries (--no_adversaries: Table 2 ablation)."}
+    )
+    untied_dual_encoder: bool = field(
+        default=True,
+        metadata={
+            "help": "Encode the positive with momentum encoder p (--no_untied_dual_encoder: one shared encoder "
+            "with dropout positives, Table 2 ablation)."
+        },
+    )
+
+    def __post_init__(self):
+        if self.variant not in LOSS_FORMS:
+            raise ValueError(f"--variant must be one of {', '.join(LOSS_FORMS)}, got {self.variant!r}")
+        if self.adversary_weight_decay is None:
+            self.adversary_weight_decay = 1e-4 if self.variant == "released" else 0.0
+        if not 0.0 <= self.momentum <= 1.0:
+            raise ValueError(f"--momentum must lie in [0, 1], got {self.momentum}")
+        if self.adversaries and self.num_adversaries < 1:
+            raise ValueError(
+                f"--num_adversaries must be at least 1 (or pass --no_adversaries), got {self.num_adversaries}"
+            )
+        if self.adversary_learning_rate < 0 or self.adversary_weight_decay < 0:
+            raise ValueError("--adversary_learning_rate and --adversary_weight_decay must not be negative")
+
+
+class MomentumDualEncoder(CSEModel):
+    """Encoder q (``backbone``, trained by gradient) and encoder p (``momentum_backbone``, following
+    q by Eq. 4). The training forward encodes view 0 with q and view 1 with p, without gradient; the
+    embedding forward, ``encode`` and ``save_pretrained`` are q's alone.
+
+    Args (besides :class:`CSEModel`'s):
+        momentum: m in Eq. 4.
+        shared_head: apply q's head to p's [CLS] (the released code) instead of p's own momentum
+            copy of it (the paper's g_p). Only meaningful with the ``cls`` pooler.
+    """
+
+    def __init__(self, backbone, tokenizer, pooler_type="cls", mlp_only_train=False, momentum=0.995, shared_head=True):
+        super().__init__(backbone, tokenizer, pooler_type=pooler_type, mlp_only_train=mlp_only_train)
+        self.momentum = momentum
+        self.shared_head = shared_head and pooler_type == "cls"
+        self.momentum_backbone = copy.deepcopy(backbone).requires_grad_(False)
+        if self.shared_head:
+            self.momentum_backbone.pooler = None  # p's [CLS] goes through q's head instead
+
+    @classmethod
+    def from_encoder(cls, encoder: CSEModel, momentum: float = 0.995, shared_head: bool = True):
+        """Pair ``encoder`` (as q, weights shared, not copied) with a momentum copy of it as p."""
+        return cls(
+            encoder.backbone,
+            encoder.tokenizer,
+            pooler_type=encoder.pooler_type,
+            mlp_only_train=encoder.mlp_only_train,
+            momentum=momentum,
+            shared_head=shared_head,
+        )
+
+    def _parameter_pairs(self):
+        """(theta_p, theta_q) tensors, matched by name."""
+        q = dict(self.backbone.named_parameters())
+        return [(p, q[name]) for name, p in self.momentum_backbone.named_parameters()]
+
+    @torch.no_grad()
+    def copy_to_momentum_encoder(self) -> None:
+        """theta_p <- theta_q (step 0: p is an exact copy of q)."""
+        for p, q in self._parameter_pairs():
+            p.copy_(q)
+
+    def reset_head(self) -> None:
+        super().reset_head()
+        self.copy_to_momentum_encoder()
+
+    @torch.no_grad()
+    def momentum_update(self) -> None:
+        """Eq. 4: theta_p <- m * theta_p + (1 - m) * theta_q."""
+        for p, q in self._parameter_pairs():
+            p.mul_(self.momentum).add_(q, alpha=1.0 - self.momentum)
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        """``(batch, 2, length)`` -> ``(batch, 2, hidden)``: h_i from q, h_i+ from p."""
+        view = lambda t, v: None if t is None else t[:, v]  # noqa: E731
+        anchors = self._pooled(self.pooler_type, view(input_ids, 0), view(attention_mask, 0), view(token_type_ids, 0))
+        positive_view = (view(input_ids, 1), view(attention_mask, 1), view(token_type_ids, 1))
+        with torch.no_grad():
+            if self.shared_head:
+                cls = self._pooled("cls_before_pooler", *positive_view, backbone=self.momentum_backbone)
+                # The head reads position 0 of a sequence of hidden states.
+                positives = self.backbone.pooler(cls[:, None])
+            else:
+                positives = self._pooled(self.pooler_type, *positive_view, backbone=self.momentum_backbone)
+        return torch.stack([anchors, positives], dim=1)
+
+
+class AdCSETrainer(CSETrainer):
+    """``CSETrainer`` that, once per optimizer step (after gradient accumulation, whatever the number
+    of micro-batches), takes the adversaries' ascent step and then the momentum update of p.
+
+    The adversaries live in the loss, outside the model: the Trainer's optimizer, gradient clipping,
+    loss scaling and DDP never see them. Their gradient is unscaled here (fp16), averaged over
+    processes and fed to ``SGD(maximize=True)``, whose weight decay is added to the negated gradient
+    as the released code does. p has no gradient, so it is outside the optimizer too. Every
+    checkpoint holds p (in the model's weights) and the adversaries with their SGD momentum (in
+    ``adcse_adversaries.safetensors``); ``train(resume_from_checkpoint=...)`` restores all of them.
+
+    Args (besides ``CSETrainer``'s): the adversaries' ``adversary_learning_rate``,
+    ``adversary_momentum`` and ``adversary_weight_decay``.
+    """
+
+    def __init__(
+        self,
+        *args,
+        adversary_learning_rate: float = 3e-3,
+        adversary_momentum: float = 0.9,
+        adversary_weight_decay: float = 1e-4,
+        **kwargs,
+    ):
+        super().__init__(*args, **kwargs)
+        self.loss_fn.to(self.args.device)
+        self.adversaries = getattr(self.loss_fn, "adversaries", None)
+        self.adversary_optimizer = None
+        if self.adversaries is not None:
+            self.adversary_optimizer = torch.optim.SGD(
+                [self.adversaries],
+                lr=adversary_learning_rate,
+                momentum=adversary_momentum,
+                weight_decay=adversary_weight_decay,
+                maximize=True,
+            )
+            if world_size() > 1:
+                # Seeded alike on every process; made bit-identical so that they stay so.
+                dist.broadcast(self.adversaries.data, src=0)
+        self.add_callback(_AdCSEUpdates(self))
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if model.training:
+            self.record_training_metrics(**getattr(self.loss_fn, "statistics", {}))
+        return result
+
+    @property
+    def dual_encoder(self) -> MomentumDualEncoder | None:
+        model = self.accelerator.unwrap_model(self.model)
+        return model if isinstance(model, MomentumDualEncoder) else None
+
+    def adversary_step(self, loss_scale: float) -> None:
+        grad = self.adversaries.grad
+        if grad is None:
+            raise RuntimeError("the adversaries received no gradient: the loss does not use them")
+        if loss_scale != 1.0:
+            grad.div_(loss_scale)
+        if world_size() > 1:
+            dist.all_reduce(grad)
+            grad.div_(world_size())
+        self.adversary_optimizer.step()
+        self.adversary_optimizer.zero_grad(set_to_none=True)
+
+    def adversary_state(self) -> dict[str, torch.Tensor]:
+        state = {"adversaries": self.adversaries.detach()}
+        buffer = self.adversary_optimizer.state.get(self.adversaries, {}).get("momentum_buffer")
+        if buffer is not None:
+            state["momentum_buffer"] = buffer
+        return {name: tensor.contiguous().cpu() for name, tensor in state.items()}
+
+    def load_adversary_state(self, checkpoint: str) -> None:
+        path = os.path.join(checkpoint, ADVERSARY_STATE_NAME)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"{path} is missing: {checkpoint} does not hold the adversaries' state, so resuming would restart "
+                "them from scratch"
+            )
+        state = load_file(path, device=str(self.args.device))
+        with torch.no_grad():
+            self.adversaries.copy_(state["adversaries"])
+        if "momentum_buffer" in state:
+            self.adversary_optimizer.state[self.adversaries]["momentum_buffer"] = state["momentum_buffer"]
+        logger.info("adversaries and their optimizer state restored from %s", path)
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        if resume_from_checkpoint and self.adversaries is not None:
+            self.load_adversary_state(resume_from_checkpoint)
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+
+class _AdCSEUpdates(TrainerCallback):
+    """The steps the Trainer's optimizer does not take, at the Trainer's optimizer-step events."""
+
+    def __init__(self, trainer: AdCSETrainer):
+        self.trainer = trainer
+        self.loss_scale = 1.0
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        # Read before the optimizer step: the fp16 scaler updates its scale inside it.
+        scaler = self.trainer.accelerator.scaler
+        self.loss_scale = scaler.get_scale() if scaler is not None and scaler.is_enabled() else 1.0
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        trainer = self.trainer
+        if trainer.accelerator.optimizer_step_was_skipped:
+            # fp16 overflow: q did not move, so neither do the adversaries nor p.
+            if trainer.adversaries is not None:
+                trainer.adversary_optimizer.zero_grad(set_to_none=True)
+            return
+        if trainer.adversaries is not None:
+            trainer.adversary_step(self.loss_scale)
+        if trainer.dual_encoder is not None:
+            trainer.dual_encoder.momentum_update()
+
+    def on_save(self, args, state, control, **kwargs):
+        if self.trainer.adversaries is None or not args.should_save:
+            return
+        checkpoint = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        save_file(self.trainer.adversary_state(), os.path.join(checkpoint, ADVERSARY_STATE_NAME))

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# AdCSE, Fig. 4(a): STS test average against the batch size (32, 64, 96, 128), the number of
+# adversaries M equal to the batch size, as in the paper. The paper gives this figure as a plot
+# only (no numbers in its text), so only our table is printed.
+#   bash scripts/adcse/fig4a_batch_size.sh            # NUM_GPUS=N must divide every batch size
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib.sh
+root=${OUTPUT_DIR:-result/adcse-fig4a}
+results=() names=()
+for batch in 32 64 96 128; do
+    train run_adcse.py "$root/batch$batch" "$batch" configs/adcse_bert_base.yaml --final_eval none \
+        --num_adversaries "$batch" "$@"
+    sts_test "$root/batch$batch"
+    results+=("$root/batch$batch/sts_test_results.json") names+=("batch $batch, M $batch")
+done
+python -m cse.results "${results[@]}" --name "${names[@]}"

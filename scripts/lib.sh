@@ -1,0 +1,29 @@
+# Sourced by the reproduction scripts (from the repository root).
+#   NUM_GPUS   processes to launch (default 1); it must divide each run's global batch.
+
+gpus=${NUM_GPUS:-1}
+
+# train RUN_SCRIPT OUTPUT_DIR GLOBAL_BATCH [ARGS...]: one training run through accelerate, the global
+# batch split over the processes. A finished run (its exported cse_config.json) is kept, not redone, so
+# an interrupted sweep picks up where it stopped; an interrupted run resumes from its last checkpoint.
+train() {
+    local script=$1 out=$2 batch=$3
+    shift 3
+    if [ -f "$out/cse_config.json" ]; then
+        echo "$out: already trained, kept (delete it to retrain)" >&2
+        return 0
+    fi
+    if (( batch % gpus )); then
+        echo "NUM_GPUS=$gpus does not divide the global batch of $batch" >&2
+        return 2
+    fi
+    local launch=(accelerate launch --num_processes "$gpus")
+    [ "$gpus" -gt 1 ] && launch+=(--multi_gpu)
+    "${launch[@]}" "$script" "$@" --output_dir "$out" --per_device_train_batch_size $((batch / gpus))
+}
+
+# sts_test MODEL_DIR: the 7 STS test sets with senteval_eval.py, into MODEL_DIR/sts_test_results.json.
+sts_test() {
+    python senteval_eval.py --model_name_or_path "$1" --mode test --task_set sts \
+        --output_json "$1/sts_test_results.json"
+}

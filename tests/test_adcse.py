@@ -1,0 +1,444 @@
+"""AdCSE: the loss against float64 hand computations, the adversaries' ascent and q's descent, the
+momentum encoder against Eq. 4's closed form, gradient accumulation, DDP, resumption, and
+``run_adcse.py`` end to end with each Table 2 ablation."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import datasets
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoTokenizer, TrainerCallback, set_seed
+
+from cse.arguments import CSETrainingArguments
+from cse.data import TwoViewCollator
+from cse.losses import InfoNCELoss
+from cse.losses.adcse import AdversarialInfoNCELoss
+from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments, AdCSETrainer, MomentumDualEncoder
+from cse.modeling import CSEModel
+
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir
+
+SENTENCES = [
+    "a cat sat on the mat",
+    "dogs bark loudly at night",
+    "the sun rises in the east",
+    "rain again today in the city",
+    "one more sentence for the batch",
+    "last of all comes the end",
+    "trees grow slowly in winter",
+    "rivers run to the sea",
+    "she plays the violin",
+    "the market opens at nine",
+    "birds sing in the morning",
+    "he wrote a long letter home",
+    "snow covered the mountain roads",
+    "the train was late again",
+    "children laughed in the park",
+    "an old man walked his dog",
+]
+
+
+# --- the loss ---------------------------------------------------------------------------------
+
+
+def hand_loss(h, hp, n, tau, form):
+    """Eq. 5 (paper) or the released logits, term by term in float64; also the adversaries' mean
+    share of the softmax."""
+    h, hp, n = h.double().tolist(), hp.double().tolist(), n.double().tolist()
+
+    def cos(a, b):
+        dot = sum(x * y for x, y in zip(a, b))
+        return dot / math.sqrt(sum(x * x for x in a)) / math.sqrt(sum(y * y for y in b))
+
+    total = share = 0.0
+    for i in range(len(h)):
+        positive = math.exp(cos(h[i], hp[i]) / tau)
+        adversaries = sum(math.exp(cos(h[i], nj) / tau) for nj in n)
+        if form == "paper":
+            denominator = positive + adversaries
+        else:
+            denominator = sum(math.exp(cos(h[i], hp[j]) / tau) for j in range(len(h))) + adversaries
+        total += -math.log(positive / denominator)
+        share += adversaries / denominator
+    return total / len(h), share / len(h)
+
+
+@pytest.mark.parametrize("form", ["released", "paper"])
+@pytest.mark.parametrize("tau", [0.05, 0.2])
+def test_loss_equals_float64_hand_computation(form, tau):
+    g = torch.Generator().manual_seed(3)
+    h, hp = torch.randn(6, 5, generator=g), torch.randn(6, 5, generator=g)
+    loss = AdversarialInfoNCELoss(5, num_adversaries=4, temperature=tau, form=form)
+    with torch.no_grad():
+        loss.adversaries.copy_(torch.randn(4, 5, generator=g) * 3.0)  # raw norms != 1: normalised at use
+    expected, share = hand_loss(h, hp, loss.adversaries.detach(), tau, form)
+    assert loss(h, hp).item() == pytest.approx(expected, rel=1e-5)
+    assert loss.statistics["adversary_share"].item() == pytest.approx(share, rel=1e-4)
+
+
+def test_loss_forms_differ_and_bad_arguments_are_refused():
+    h, hp = torch.randn(4, 3), torch.randn(4, 3)
+    torch.manual_seed(0)
+    released = AdversarialInfoNCELoss(3, 2, form="released")
+    torch.manual_seed(0)
+    paper = AdversarialInfoNCELoss(3, 2, form="paper")
+    assert released(h, hp).item() > paper(h, hp).item()  # more terms in the denominator
+    with pytest.raises(ValueError, match="num_adversaries"):
+        AdversarialInfoNCELoss(3, 0)
+    with pytest.raises(ValueError, match="form"):
+        AdversarialInfoNCELoss(3, 2, form="eq5")
+    with pytest.raises(ValueError, match="num_adversaries"):
+        AdCSEArguments(num_adversaries=0)
+    with pytest.raises(ValueError, match="momentum"):
+        AdCSEArguments(momentum=1.5)
+    assert AdCSEArguments().adversary_weight_decay == 1e-4
+    assert AdCSEArguments(variant="paper").adversary_weight_decay == 0.0
+    assert AdCSEArguments(adversaries=False, num_adversaries=0).adversaries is False
+
+
+# --- the trainer ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def no_dropout_bert(tmp_path_factory):
+    return tiny_model_dir(tmp_path_factory.mktemp("tiny_bert_nodrop"), "bert", dropout=0.0)
+
+
+def make_trainer(
+    model_dir,
+    out,
+    *,
+    variant="released",
+    untied=True,
+    adversaries=True,
+    batch=8,
+    max_steps=1,
+    learning_rate=1e-3,
+    adversary_learning_rate=3e-3,
+    adversary_weight_decay=1e-4,
+    momentum=0.995,
+    sentences=SENTENCES[:8],
+    seed=0,
+    callbacks=None,
+    backbone_kwargs=None,
+    temperature=0.05,
+    **training,
+):
+    """run_adcse.py's wiring, on an in-memory corpus, with a constant learning rate."""
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    dataset = datasets.Dataset.from_dict(dict(tok(sentences, truncation=True, max_length=32)))
+    set_seed(seed)
+    model = CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True, **(backbone_kwargs or {}))
+    if untied:
+        model = MomentumDualEncoder.from_encoder(model, momentum=momentum, shared_head=variant == "released")
+    model.reset_head()
+    hidden = model.config.hidden_size
+    loss = AdversarialInfoNCELoss(hidden, 64, temperature, form=variant) if adversaries else InfoNCELoss(temperature)
+    args = dict(
+        output_dir=str(out),
+        per_device_train_batch_size=batch,
+        max_steps=max_steps,
+        learning_rate=learning_rate,
+        lr_scheduler_type="constant",
+        eval_strategy="no",
+        save_strategy="no",
+        load_best_model_at_end=False,
+        use_cpu=True,
+        report_to=[],
+        disable_tqdm=True,
+        seed=seed,
+    )
+    args.update(training)
+    return AdCSETrainer(
+        model=model,
+        args=CSETrainingArguments(**args),
+        train_dataset=dataset,
+        data_collator=TwoViewCollator(tok),
+        processing_class=tok,
+        loss=loss,
+        senteval_data_dir=SENTEVAL,
+        callbacks=callbacks,
+        adversary_learning_rate=adversary_learning_rate,
+        adversary_momentum=0.9,
+        adversary_weight_decay=adversary_weight_decay,
+    )
+
+
+def batch_loss(trainer):
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(len(trainer.train_dataset))])
+    with torch.no_grad():
+        views = trainer.model(**batch)
+        return trainer.loss_fn(views[:, 0], views[:, 1]).item()
+
+
+@pytest.mark.parametrize("variant", ["released", "paper"])
+def test_adversary_step_raises_and_encoder_step_lowers_the_loss(no_dropout_bert, tmp_path, variant):
+    # tau = 1: at 0.05 random adversaries (cosine ~0) hold a share ~e^{-20} of the softmax, so their
+    # gradient, and the change a step makes, would be below float32 resolution.
+    common = dict(variant=variant, temperature=1.0)
+    # Adversaries alone (q's learning rate 0): gradient ascent.
+    trainer = make_trainer(no_dropout_bert, tmp_path / "a", learning_rate=0.0, adversary_learning_rate=1.0, **common)
+    before = batch_loss(trainer)
+    trainer.train()
+    assert batch_loss(trainer) > before + 1e-4
+    # Encoder q alone (adversaries' learning rate 0): gradient descent.
+    # (small: Adam's first step moves every weight by the learning rate, whatever its gradient)
+    trainer = make_trainer(no_dropout_bert, tmp_path / "q", adversary_learning_rate=0.0, learning_rate=1e-5, **common)
+    before = batch_loss(trainer)
+    trainer.train()
+    assert batch_loss(trainer) < before - 1e-5
+
+
+class Record(TrainerCallback):
+    """theta_q and theta_p after each optimizer step (on_step_end follows the momentum update)."""
+
+    def __init__(self, model):
+        self.model, self.q, self.p = model, [], []
+
+    def snapshot(self):
+        self.q.append({n: t.detach().double().clone() for n, t in self.model.backbone.named_parameters()})
+        self.p.append({n: t.detach().double().clone() for n, t in self.model.momentum_backbone.named_parameters()})
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.snapshot()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.snapshot()
+
+
+@pytest.mark.parametrize("variant", ["released", "paper"])
+def test_momentum_encoder_follows_eq4_closed_form(tiny_bert, tmp_path, variant):
+    m, k = 0.9, 5
+    trainer = make_trainer(tiny_bert, tmp_path, variant=variant, momentum=m, max_steps=k, sentences=SENTENCES)
+    record = Record(trainer.model)
+    trainer.add_callback(record)
+    trainer.train()
+    q, p = record.q, record.p
+    assert set(p[0]) == {n for n in q[0] if not (variant == "released" and n.startswith("pooler."))}
+    for name in p[0]:
+        assert torch.equal(p[0][name], q[0][name]), name  # step 0: an exact copy
+        assert not torch.equal(q[1][name], q[0][name]), name  # q moved, so the test is not vacuous
+        # one step: theta_p = m theta_p + (1 - m) theta_q
+        torch.testing.assert_close(p[1][name], m * p[0][name] + (1 - m) * q[1][name], rtol=0, atol=1e-7)
+        # k steps: theta_p(k) = m^k theta_p(0) + (1 - m) sum_t m^(k-t) theta_q(t)
+        closed = m**k * p[0][name] + (1 - m) * sum(m ** (k - t) * q[t][name] for t in range(1, k + 1))
+        torch.testing.assert_close(p[k][name], closed, rtol=0, atol=1e-6)
+
+
+def test_gradient_accumulation_equals_one_large_batch(no_dropout_bert, tmp_path):
+    # Eq. 5 as printed has no in-batch term, so 2 x 8 sentences and 16 give the same mean loss.
+    common = dict(variant="paper", sentences=SENTENCES, max_steps=2, momentum=0.9, temperature=1.0)
+    large = make_trainer(no_dropout_bert, tmp_path / "large", batch=16, **common)
+    small = make_trainer(no_dropout_bert, tmp_path / "small", batch=8, gradient_accumulation_steps=2, **common)
+    initial = large.adversaries.detach().clone()
+    for trainer in (large, small):
+        trainer.train()
+    assert not torch.allclose(large.adversaries, initial)
+    torch.testing.assert_close(small.adversaries, large.adversaries, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        small.adversary_state()["momentum_buffer"], large.adversary_state()["momentum_buffer"], rtol=1e-4, atol=1e-5
+    )
+    for (name, a), b in zip(
+        large.model.momentum_backbone.named_parameters(), small.model.momentum_backbone.parameters()
+    ):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_adversary_step_is_sgd_ascent_with_weight_decay_on_the_unscaled_gradient(tiny_bert, tmp_path):
+    trainer = make_trainer(tiny_bert, tmp_path, adversary_learning_rate=0.5, adversary_weight_decay=0.1)
+    n0 = trainer.adversaries.detach().double().clone()
+    g = torch.randn_like(trainer.adversaries)
+    trainer.adversaries.grad = g * 1024.0  # as an fp16 loss scale of 1024 leaves it
+    trainer.adversary_step(loss_scale=1024.0)
+    # v = -g + wd n; n <- n - lr v  (the released code's update, ascent on L)
+    expected = n0 - 0.5 * (-g.double() + 0.1 * n0)
+    torch.testing.assert_close(trainer.adversaries.detach().double(), expected, rtol=1e-6, atol=1e-6)
+    assert trainer.adversaries.grad is None
+
+
+def test_p_and_adversaries_are_outside_the_encoder_optimizer(tiny_bert, tmp_path):
+    trainer = make_trainer(tiny_bert, tmp_path)
+    optimizer = trainer.create_optimizer()
+    in_optimizer = {id(t) for group in optimizer.param_groups for t in group["params"]}
+    assert id(trainer.adversaries) not in in_optimizer
+    assert not any(id(t) in in_optimizer for t in trainer.model.momentum_backbone.parameters())
+    assert all(id(t) in in_optimizer for t in trainer.model.backbone.parameters())
+
+
+def test_resume_restores_p_adversaries_and_their_optimizer(tiny_bert, tmp_path):
+    k = 3
+    # tau = 1 and a large adversary step, so that the adversaries and their momentum move visibly.
+    common = dict(sentences=SENTENCES, batch=4, max_steps=2 * k, save_strategy="steps", save_steps=k, temperature=1.0)
+    common.update(adversary_learning_rate=1.0)
+
+    class StopAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = state.global_step == k
+
+    straight = make_trainer(tiny_bert, tmp_path / "straight", **common)
+    straight.train()
+    make_trainer(tiny_bert, tmp_path / "cut", callbacks=[StopAt()], **common).train()
+    checkpoint = tmp_path / "cut" / f"checkpoint-{k}"
+    assert (checkpoint / ADVERSARY_STATE_NAME).is_file()
+    resumed = make_trainer(tiny_bert, tmp_path / "cut", **common)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+
+    a, b = straight.adversary_state(), resumed.adversary_state()
+    for name in ("adversaries", "momentum_buffer"):
+        torch.testing.assert_close(b[name], a[name], rtol=1e-5, atol=1e-6)
+    for (name, x), y in zip(straight.model.named_parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-6, msg=name)
+    # A checkpoint without the adversaries' state is refused, not silently restarted.
+    last = tmp_path / "cut" / f"checkpoint-{2 * k}"
+    os.remove(last / ADVERSARY_STATE_NAME)
+    with pytest.raises(FileNotFoundError, match=ADVERSARY_STATE_NAME):
+        make_trainer(tiny_bert, tmp_path / "cut", **common).train(resume_from_checkpoint=str(last))
+
+
+def test_two_processes_keep_adversaries_and_p_identical(tiny_bert, tmp_path):
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29541",
+        os.path.join(REPO, "tests", "adcse_ddp_worker.py"),
+        str(tmp_path),
+        "--model_name_or_path",
+        tiny_bert,
+        "--train_file",
+        WIKI_HEAD,
+        "--output_dir",
+        str(tmp_path / "run"),
+        "--per_device_train_batch_size",
+        "4",
+        "--max_steps",
+        "4",
+        "--learning_rate",
+        "1e-3",
+        "--momentum",
+        "0.9",
+        "--temp",
+        "1.0",  # at 0.05 random adversaries get a gradient ~e^-20: they would stay equal by not moving
+        "--adversary_learning_rate",
+        "1.0",
+        "--eval_strategy",
+        "no",
+        "--save_strategy",
+        "no",
+        "--load_best_model_at_end",
+        "false",
+        "--final_eval",
+        "none",
+        "--use_cpu",
+        "true",
+        "--disable_tqdm",
+        "true",
+    ]
+    env = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert "8 sentences per step across 2 process(es)" in proc.stdout + proc.stderr
+    ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(2)]
+    initial = MomentumDualEncoder.from_encoder(CSEModel.from_pretrained(tiny_bert, pooler_type="cls"))
+    assert set(ranks[0]) == set(ranks[1])
+    for name in ranks[0]:
+        assert torch.equal(ranks[0][name], ranks[1][name]), name
+    assert ranks[0]["momentum_buffer"].abs().max() > 1e-3  # the adversaries did move
+    # p moved away from the pretrained weights (the run was not a no-op)
+    moved = ranks[0]["momentum_backbone.encoder.layer.0.attention.self.query.weight"]
+    assert not torch.equal(moved, initial.momentum_backbone.encoder.layer[0].attention.self.query.weight)
+
+
+# --- run_adcse.py -----------------------------------------------------------------------------
+
+
+def run_adcse(args):
+    env = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "run_adcse.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return proc
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        [],
+        ["--variant", "paper"],
+        ["--no_adversaries"],
+        ["--no_untied_dual_encoder"],
+        ["--no_adversaries", "--no_untied_dual_encoder"],
+    ],
+    ids=["default", "paper", "no_adversaries", "no_untied_dual_encoder", "no_both"],
+)
+def test_run_adcse_with_each_ablation(tiny_bert, tmp_path, flags):
+    out = str(tmp_path / "run")
+    common = ["--model_name_or_path", tiny_bert, "--train_file", WIKI_HEAD, "--output_dir", out]
+    common += ["--per_device_train_batch_size", "8", "--max_steps", "24", "--eval_steps", "12", "--logging_steps", "6"]
+    common += ["--learning_rate", "1e-3", "--use_cpu", "true", "--disable_tqdm", "true", "--final_eval", "none"]
+    proc = run_adcse(common + flags)
+    log = proc.stdout + proc.stderr
+    assert ("'num_adversaries': 64" in log) == ("--no_adversaries" not in flags)
+    checkpoints = [d for d in os.listdir(out) if d.startswith("checkpoint-")]
+    assert checkpoints
+    for d in checkpoints:
+        state = load_file(os.path.join(out, d, "model.safetensors"))
+        assert any(key.startswith("momentum_backbone.") for key in state) == ("--no_untied_dual_encoder" not in flags)
+        assert os.path.isfile(os.path.join(out, d, ADVERSARY_STATE_NAME)) == ("--no_adversaries" not in flags)
+    with open(os.path.join(out, "trainer_state.json")) as f:
+        history = json.load(f)["log_history"]
+    assert sum("eval_stsb_spearman" in entry for entry in history) == 2
+    logged = [entry for entry in history if "loss" in entry]
+    assert len(logged) == 4
+    assert all(("adversary_share" in entry) == ("--no_adversaries" not in flags) for entry in logged)
+    # The export is encoder q alone, a plain Hugging Face model evaluated on [CLS] before the head.
+    with open(os.path.join(out, "cse_config.json")) as f:
+        assert json.load(f)["pooler"] == "cls_before_pooler"
+    exported = AutoModel.from_pretrained(out)
+    assert not any("momentum" in key for key in exported.state_dict())
+    best = load_file(
+        os.path.join(
+            json.load(open(os.path.join(out, "trainer_state.json")))["best_model_checkpoint"], "model.safetensors"
+        )
+    )
+    for key, value in exported.state_dict().items():
+        if f"backbone.{key}" in best:
+            assert torch.equal(value, best[f"backbone.{key}"]), key
+
+
+def test_shipped_config_holds_the_papers_settings():
+    from cse.arguments import DataArguments, ModelArguments, parse_args
+
+    model_args, data_args, train_args, adcse_args = parse_args(
+        (ModelArguments, DataArguments, CSETrainingArguments, AdCSEArguments),
+        [f"{REPO}/configs/adcse_bert_base.yaml", "--output_dir", "o"],
+    )
+    # Sect. 4.1: bert-base-uncased, length 32, batch 64, lr 3e-5 / 3e-3, momentum 0.995 / 0.9, tau 0.05, M 64
+    assert (model_args.model_name_or_path, model_args.pooler_type, model_args.mlp_only_train) == (
+        "bert-base-uncased",
+        "cls",
+        True,
+    )
+    assert (data_args.max_seq_length, train_args.per_device_train_batch_size, train_args.learning_rate) == (
+        32,
+        64,
+        3e-5,
+    )
+    assert (model_args.temp, train_args.eval_steps, train_args.num_train_epochs) == (0.05, 125, 1.0)
+    assert (adcse_args.variant, adcse_args.num_adversaries, adcse_args.momentum) == ("released", 64, 0.995)
+    assert (adcse_args.adversary_learning_rate, adcse_args.adversary_momentum) == (3e-3, 0.9)
+    assert adcse_args.adversary_weight_decay == 1e-4 and adcse_args.adversaries and adcse_args.untied_dual_encoder
