@@ -98,7 +98,10 @@ def test_loss_forms_differ_and_bad_arguments_are_refused():
         AdCSEArguments(momentum=1.5)
     assert AdCSEArguments().adversary_weight_decay == 1e-4
     assert AdCSEArguments(variant="paper").adversary_weight_decay == 0.0
-    assert AdCSEArguments(adversaries=False, num_adversaries=0).adversaries is False
+    with pytest.raises(ValueError, match="num_adversaries set, but --no_adversaries"):
+        AdCSEArguments(adversaries=False, num_adversaries=32)
+    with pytest.raises(ValueError, match="momentum set, but --no_untied_dual_encoder"):
+        AdCSEArguments(untied_dual_encoder=False, momentum=0.99)
 
 
 # --- the trainer ------------------------------------------------------------------------------
@@ -408,13 +411,18 @@ def test_run_adcse_with_each_ablation(tiny_bert, tmp_path, flags):
     # The export is encoder q alone, a plain Hugging Face model evaluated on [CLS] before the head.
     with open(os.path.join(out, "cse_config.json")) as f:
         assert json.load(f)["pooler"] == "cls_before_pooler"
+    with open(os.path.join(out, "run_args.json")) as f:  # the method's settings guard resumption too
+        assert json.load(f)["method"]["untied_dual_encoder"] == ("--no_untied_dual_encoder" not in flags)
     exported = AutoModel.from_pretrained(out)
     assert not any("momentum" in key for key in exported.state_dict())
-    best = load_file(
-        os.path.join(
-            json.load(open(os.path.join(out, "trainer_state.json")))["best_model_checkpoint"], "model.safetensors"
-        )
-    )
+    sentences = ["a man plays a guitar", "the weather is cold today"]
+    tok = AutoTokenizer.from_pretrained(out)
+    with torch.no_grad():
+        cls = exported(**tok(sentences, padding=True, return_tensors="pt")).last_hidden_state[:, 0]
+    torch.testing.assert_close(CSEModel.from_pretrained(out).encode(sentences), cls, rtol=1e-5, atol=1e-6)
+    # ... holding the weights of q at the best STS-B dev checkpoint
+    with open(os.path.join(out, "trainer_state.json")) as f:
+        best = load_file(os.path.join(json.load(f)["best_model_checkpoint"], "model.safetensors"))
     for key, value in exported.state_dict().items():
         if f"backbone.{key}" in best:
             assert torch.equal(value, best[f"backbone.{key}"]), key

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 import torch.distributed as dist
@@ -83,6 +83,15 @@ class AdCSEArguments:
             )
         if self.adversary_learning_rate < 0 or self.adversary_weight_decay < 0:
             raise ValueError("--adversary_learning_rate and --adversary_weight_decay must not be negative")
+        unused = {
+            "adversaries": ("num_adversaries", "adversary_learning_rate", "adversary_momentum"),
+            "untied_dual_encoder": ("momentum",),
+        }
+        defaults = {f.name: f.default for f in fields(self)}
+        for switch, names in unused.items():
+            changed = [name for name in names if getattr(self, name) != defaults[name]]
+            if not getattr(self, switch) and changed:
+                raise ValueError(f"--{', --'.join(changed)} set, but --no_{switch} leaves nothing for it to act on")
 
 
 class MomentumDualEncoder(CSEModel):
