@@ -12,8 +12,7 @@ from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, p
 from cse.losses import InfoNCELoss
 from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.methods.adcse import AdCSEArguments, AdCSETrainer, MomentumDualEncoder
-from cse.modeling import CSEModel
-from cse.pipeline import setup_logging, train_and_evaluate
+from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
 
 
 def main(argv=None):
@@ -22,13 +21,7 @@ def main(argv=None):
     )
     setup_logging(training_args)
     set_seed(training_args.seed)
-    model = CSEModel.from_pretrained(
-        model_args.model_name_or_path,
-        pooler_type=model_args.pooler_type,
-        mlp_only_train=model_args.mlp_only_train,
-        tokenizer_name_or_path=model_args.tokenizer_name,
-        cache_dir=model_args.cache_dir,
-    )
+    model = load_encoder(model_args)
     if adcse_args.untied_dual_encoder:
         model = MomentumDualEncoder.from_encoder(
             model, momentum=adcse_args.momentum, shared_head=adcse_args.variant == "released"

@@ -13,6 +13,7 @@ import transformers
 
 from .data import TwoViewCollator, build_train_dataset
 from .evaluation import SentEvalSuite
+from .modeling import CSEModel
 from .results import markdown_table
 from .resume import check_best_model_loaded, find_checkpoint
 from .trainer import CSETrainer
@@ -31,6 +32,17 @@ def setup_logging(training_args) -> None:
     transformers.utils.logging.set_verbosity(level)
     transformers.utils.logging.enable_default_handler()
     transformers.utils.logging.enable_explicit_format()
+
+
+def load_encoder(model_args) -> CSEModel:
+    """The pretrained backbone, tokenizer and pooler that ``model_args`` name."""
+    return CSEModel.from_pretrained(
+        model_args.model_name_or_path,
+        pooler_type=model_args.pooler_type,
+        mlp_only_train=model_args.mlp_only_train,
+        tokenizer_name_or_path=model_args.tokenizer_name,
+        cache_dir=model_args.cache_dir,
+    )
 
 
 def train_and_evaluate(

@@ -46,6 +46,21 @@ def tiny_model_dir(path, family, dropout=0.1):
     return str(path)
 
 
+def torchrun(script, port, *args):
+    """The command running ``tests/<script>`` in two CPU processes (gloo)."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(port),
+        os.path.join(REPO, "tests", script),
+        *args,
+    ]
+
+
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory):
     return tiny_model_dir(tmp_path_factory.mktemp("tiny_bert"), "bert")

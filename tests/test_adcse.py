@@ -21,7 +21,7 @@ from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments, AdCSETrainer, MomentumDualEncoder
 from cse.modeling import CSEModel
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, torchrun
 
 SENTENCES = [
     "a cat sat on the mat",
@@ -304,15 +304,9 @@ def test_resume_restores_p_adversaries_and_their_optimizer(tiny_bert, tmp_path):
 
 
 def test_two_processes_keep_adversaries_and_p_identical(tiny_bert, tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        "29541",
-        os.path.join(REPO, "tests", "adcse_ddp_worker.py"),
+    cmd = torchrun(
+        "adcse_ddp_worker.py",
+        29541,
         str(tmp_path),
         "--model_name_or_path",
         tiny_bert,
@@ -344,7 +338,7 @@ def test_two_processes_keep_adversaries_and_p_identical(tiny_bert, tmp_path):
         "true",
         "--disable_tqdm",
         "true",
-    ]
+    )
     env = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]

@@ -3,7 +3,6 @@ the concatenated batch."""
 
 import os
 import subprocess
-import sys
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -12,7 +11,7 @@ from transformers import AutoTokenizer
 from cse.losses import InfoNCELoss
 from cse.modeling import CSEModel
 
-from .conftest import REPO, tiny_model_dir
+from .conftest import tiny_model_dir, torchrun
 
 
 def test_two_process_loss_and_gradients_equal_single_process(tmp_path):
@@ -37,19 +36,7 @@ def test_two_process_loss_and_gradients_equal_single_process(tmp_path):
     save_file(batch, str(tmp_path / "batch.safetensors"))
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        "29531",
-        os.path.join(REPO, "tests", "ddp_worker.py"),
-        model_dir,
-        str(tmp_path / "batch.safetensors"),
-        str(tmp_path),
-    ]
+    cmd = torchrun("ddp_worker.py", 29531, model_dir, str(tmp_path / "batch.safetensors"), str(tmp_path))
     subprocess.run(cmd, check=True, env=env, timeout=300)
 
     model = CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True)
