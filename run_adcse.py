@@ -30,7 +30,11 @@ def main(argv=None):
         model.reset_head()
     if adcse_args.adversaries:
         loss = AdversarialInfoNCELoss(
-            model.config.hidden_size, adcse_args.num_adversaries, model_args.temp, form=adcse_args.variant
+            model.config.hidden_size,
+            adcse_args.num_adversaries,
+            model_args.temp,
+            form=adcse_args.variant,
+            adversary_temperature=adcse_args.adversary_temperature,
         )
     else:  # in-batch negatives only, whichever the variant: Eq. 5 without adversaries has no negatives
         loss = InfoNCELoss(temperature=model_args.temp)

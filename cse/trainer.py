@@ -48,7 +48,7 @@ class CSETrainer(Trainer):
             "contrastive batch: %d sentences per step across %d process(es), %d in-batch negatives per anchor; loss %s",
             global_batch,
             self.args.world_size,
-            global_batch - 1,
+            global_batch - 1 if getattr(loss, "in_batch_negatives", True) else 0,
             getattr(loss, "get_config_dict", dict)(),
         )
 

@@ -102,6 +102,52 @@ def test_loss_forms_differ_and_bad_arguments_are_refused():
         AdCSEArguments(adversaries=False, num_adversaries=32)
     with pytest.raises(ValueError, match="momentum set, but --no_untied_dual_encoder"):
         AdCSEArguments(untied_dual_encoder=False, momentum=0.99)
+    with pytest.raises(ValueError, match="adversary_weight_decay.*--no_adversaries"):
+        AdCSEArguments(adversaries=False, adversary_weight_decay=0.0)
+    # the released code's adversary temperature (mem_t) is its own; the paper has one tau
+    assert (AdCSEArguments().adversary_temperature, AdCSEArguments(variant="paper").adversary_temperature) == (
+        0.05,
+        None,
+    )
+
+
+@pytest.mark.parametrize("form", ["released", "paper"])
+def test_adversary_gradient_is_the_released_closed_form_at_the_adversary_temperature(form):
+    """The released code's hand gradient of L w.r.t. raw n_k (normalised at use), at its temperature
+    t: [ (1/N) sum_i p_ik h_i - mean_i(p_ik cos_ik) n_k/||n_k|| ] / (t ||n_k||), with h_i unit vectors,
+    p_ik the softmax weight of adversary k for anchor i, cos_ik = h_i . n_k/||n_k||. The value and
+    q's gradient stay those of L at tau."""
+    g = torch.Generator().manual_seed(5)
+    h0, hp0 = torch.randn(5, 4, generator=g, dtype=torch.float64), torch.randn(5, 4, generator=g, dtype=torch.float64)
+    n0 = torch.randn(3, 4, generator=g, dtype=torch.float64) * 2.0
+    tau, t = 0.2, 0.5
+    loss = AdversarialInfoNCELoss(4, 3, temperature=tau, form=form, adversary_temperature=t)
+    loss.double()
+    with torch.no_grad():
+        loss.adversaries.copy_(n0)
+    h = h0.clone().requires_grad_(True)
+    value = loss(h, hp0)
+    value.backward()
+    # closed form, by hand
+    hu = h0 / h0.norm(dim=1, keepdim=True)
+    nu = n0 / n0.norm(dim=1, keepdim=True)
+    cos_adv = hu @ nu.T
+    cos_pos = hu @ (hp0 / hp0.norm(dim=1, keepdim=True)).T
+    positive_terms = cos_pos if form == "released" else cos_pos.diagonal()[:, None]
+    p = torch.cat([positive_terms, cos_adv], 1).div(t).softmax(1)[:, -3:]
+    closed = ((p.T @ hu) / 5 - (p * cos_adv).mean(0)[:, None] * nu) / (t * n0.norm(dim=1, keepdim=True))
+    # (the logits are computed in float32 whatever the input dtype)
+    torch.testing.assert_close(loss.adversaries.grad, closed, rtol=1e-5, atol=1e-7)
+    # value and q's gradient: L at tau with the adversaries as constants
+    reference = AdversarialInfoNCELoss(4, 3, temperature=tau, form=form).double()
+    with torch.no_grad():
+        reference.adversaries.copy_(n0)
+    h_ref = h0.clone().requires_grad_(True)
+    expected = reference(h_ref, hp0)
+    expected.backward()
+    assert value.item() == pytest.approx(expected.item(), rel=1e-6)
+    torch.testing.assert_close(h.grad, h_ref.grad, rtol=1e-5, atol=1e-7)
+    assert not torch.allclose(reference.adversaries.grad, closed)  # tau and t differ: not vacuous
 
 
 # --- the trainer ------------------------------------------------------------------------------
@@ -130,6 +176,7 @@ def make_trainer(
     callbacks=None,
     backbone_kwargs=None,
     temperature=0.05,
+    num_adversaries=64,
     **training,
 ):
     """run_adcse.py's wiring, on an in-memory corpus, with a constant learning rate."""
@@ -141,7 +188,11 @@ def make_trainer(
         model = MomentumDualEncoder.from_encoder(model, momentum=momentum, shared_head=variant == "released")
     model.reset_head()
     hidden = model.config.hidden_size
-    loss = AdversarialInfoNCELoss(hidden, 64, temperature, form=variant) if adversaries else InfoNCELoss(temperature)
+    loss = (
+        AdversarialInfoNCELoss(hidden, num_adversaries, temperature, form=variant)
+        if adversaries
+        else InfoNCELoss(temperature)
+    )
     args = dict(
         output_dir=str(out),
         per_device_train_batch_size=batch,
@@ -253,15 +304,30 @@ def test_gradient_accumulation_equals_one_large_batch(no_dropout_bert, tmp_path)
 
 
 def test_adversary_step_is_sgd_ascent_with_weight_decay_on_the_unscaled_gradient(tiny_bert, tmp_path):
-    trainer = make_trainer(tiny_bert, tmp_path, adversary_learning_rate=0.5, adversary_weight_decay=0.1)
-    n0 = trainer.adversaries.detach().double().clone()
-    g = torch.randn_like(trainer.adversaries)
-    trainer.adversaries.grad = g * 1024.0  # as an fp16 loss scale of 1024 leaves it
-    trainer.adversary_step(loss_scale=1024.0)
-    # v = -g + wd n; n <- n - lr v  (the released code's update, ascent on L)
-    expected = n0 - 0.5 * (-g.double() + 0.1 * n0)
-    torch.testing.assert_close(trainer.adversaries.detach().double(), expected, rtol=1e-6, atol=1e-6)
-    assert trainer.adversaries.grad is None
+    lr, wd, mu, scale = 0.5, 0.1, 0.9, 1024.0
+    trainer = make_trainer(tiny_bert, tmp_path, adversary_learning_rate=lr, adversary_weight_decay=wd)
+    n = trainer.adversaries.detach().double().clone()
+    v = torch.zeros_like(n)
+    for _ in range(2):
+        g = torch.randn_like(trainer.adversaries)
+        trainer.adversaries.grad = g * scale  # as an fp16 loss scale leaves it
+        trainer.adversary_step(loss_scale=scale)
+        # the released code: v <- mu v + (-g + wd n); n <- n - lr v  (ascent on L)
+        v = mu * v + (-g.double() + wd * n)
+        n = n - lr * v
+        torch.testing.assert_close(trainer.adversaries.detach().double(), n, rtol=1e-5, atol=1e-6)
+        assert trainer.adversaries.grad is None
+
+
+def test_skipped_optimizer_step_moves_neither_adversaries_nor_p(tiny_bert, tmp_path, monkeypatch):
+    # As after an fp16 overflow: the scaler skips q's step, so the adversaries and p must stay.
+    trainer = make_trainer(tiny_bert, tmp_path, temperature=1.0, adversary_learning_rate=1.0, momentum=0.5)
+    monkeypatch.setattr(type(trainer.accelerator), "optimizer_step_was_skipped", property(lambda self: True))
+    n0 = trainer.adversaries.detach().clone()
+    p0 = [t.detach().clone() for t in trainer.model.momentum_backbone.parameters()]
+    trainer.train()
+    assert torch.equal(trainer.adversaries, n0) and trainer.adversaries.grad is None
+    assert all(torch.equal(a, b) for a, b in zip(trainer.model.momentum_backbone.parameters(), p0))
 
 
 def test_p_and_adversaries_are_outside_the_encoder_optimizer(tiny_bert, tmp_path):
@@ -273,11 +339,14 @@ def test_p_and_adversaries_are_outside_the_encoder_optimizer(tiny_bert, tmp_path
     assert all(id(t) in in_optimizer for t in trainer.model.backbone.parameters())
 
 
-def test_resume_restores_p_adversaries_and_their_optimizer(tiny_bert, tmp_path):
+@pytest.mark.parametrize(
+    "layout", [{}, {"variant": "paper"}, {"untied": False}], ids=["released", "paper", "no_untied_dual_encoder"]
+)
+def test_resume_restores_p_adversaries_and_their_optimizer(tiny_bert, tmp_path, layout):
     k = 3
     # tau = 1 and a large adversary step, so that the adversaries and their momentum move visibly.
     common = dict(sentences=SENTENCES, batch=4, max_steps=2 * k, save_strategy="steps", save_steps=k, temperature=1.0)
-    common.update(adversary_learning_rate=1.0)
+    common.update(adversary_learning_rate=1.0, **layout)
 
     class StopAt(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
@@ -294,42 +363,36 @@ def test_resume_restores_p_adversaries_and_their_optimizer(tiny_bert, tmp_path):
     a, b = straight.adversary_state(), resumed.adversary_state()
     for name in ("adversaries", "momentum_buffer"):
         torch.testing.assert_close(b[name], a[name], rtol=1e-5, atol=1e-6)
-    for (name, x), y in zip(straight.model.named_parameters(), resumed.model.parameters()):
+    for (name, x), y in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
         torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-6, msg=name)
-    # A checkpoint without the adversaries' state is refused, not silently restarted.
-    last = tmp_path / "cut" / f"checkpoint-{2 * k}"
-    os.remove(last / ADVERSARY_STATE_NAME)
+
+
+def test_resume_refuses_what_would_not_restore_everything(tiny_bert, tmp_path):
+    common = dict(sentences=SENTENCES, batch=4, max_steps=2, save_strategy="steps", save_steps=2)
+    make_trainer(tiny_bert, tmp_path / "run", **common).train()
+    checkpoint = str(tmp_path / "run" / "checkpoint-2")
+    # another layout: p with its own head (paper) from a shared-head (released) checkpoint
+    with pytest.raises(ValueError, match="saved by a different model.*momentum_backbone.pooler"):
+        make_trainer(tiny_bert, tmp_path / "run", variant="paper", **common).train(resume_from_checkpoint=checkpoint)
+    with pytest.raises(ValueError, match=r"holds \(64, 32\) adversaries, this run \(16, 32\)"):
+        make_trainer(tiny_bert, tmp_path / "run", num_adversaries=16, **common).train(resume_from_checkpoint=checkpoint)
+    with pytest.raises(ValueError, match="no checkpoint to resume from"):
+        make_trainer(tiny_bert, tmp_path / "empty", **common).train(resume_from_checkpoint=True)
+    # a checkpoint without the adversaries' state is refused, not silently restarted
+    os.remove(os.path.join(checkpoint, ADVERSARY_STATE_NAME))
     with pytest.raises(FileNotFoundError, match=ADVERSARY_STATE_NAME):
-        make_trainer(tiny_bert, tmp_path / "cut", **common).train(resume_from_checkpoint=str(last))
+        make_trainer(tiny_bert, tmp_path / "run", **common).train(resume_from_checkpoint=checkpoint)
 
 
-def test_two_processes_keep_adversaries_and_p_identical(tiny_bert, tmp_path):
-    cmd = torchrun(
-        "adcse_ddp_worker.py",
-        29541,
-        str(tmp_path),
-        "--model_name_or_path",
-        tiny_bert,
-        "--train_file",
-        WIKI_HEAD,
-        "--output_dir",
-        str(tmp_path / "run"),
-        "--per_device_train_batch_size",
-        "4",
-        "--max_steps",
-        "4",
-        "--learning_rate",
-        "1e-3",
-        "--momentum",
-        "0.9",
-        "--temp",
-        "1.0",  # at 0.05 random adversaries get a gradient ~e^-20: they would stay equal by not moving
-        "--adversary_learning_rate",
-        "1.0",
-        "--eval_strategy",
-        "no",
-        "--save_strategy",
-        "no",
+def test_two_processes_equal_one_process_and_stay_identical(no_dropout_bert, tmp_path):
+    """Two processes of 4 sentences and one of 8 see the same global batches (accelerate deals the
+    seeded order out in turn); without dropout they must end with the same adversaries, SGD momentum
+    and p, and the two processes with bit-identical ones."""
+    flags = ["--model_name_or_path", no_dropout_bert, "--train_file", WIKI_HEAD, "--max_steps", "3"]
+    flags += ["--learning_rate", "1e-3", "--momentum", "0.5", "--adversary_learning_rate", "1.0"]
+    # tau = 1: at 0.05 random adversaries get a gradient ~e^-20 and would agree by not moving
+    flags += ["--temp", "1.0", "--adversary_temperature", "1.0", "--eval_strategy", "no", "--save_strategy", "no"]
+    flags += [
         "--load_best_model_at_end",
         "false",
         "--final_eval",
@@ -338,20 +401,30 @@ def test_two_processes_keep_adversaries_and_p_identical(tiny_bert, tmp_path):
         "true",
         "--disable_tqdm",
         "true",
-    )
+    ]
     env = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    assert "8 sentences per step across 2 process(es)" in proc.stdout + proc.stderr
-    ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(2)]
-    initial = MomentumDualEncoder.from_encoder(CSEModel.from_pretrained(tiny_bert, pooler_type="cls"))
-    assert set(ranks[0]) == set(ranks[1])
-    for name in ranks[0]:
+    two, one = tmp_path / "two", tmp_path / "one"
+    for out, cmd in (
+        (two, torchrun("adcse_ddp_worker.py", 29541, str(two), *flags, "--per_device_train_batch_size", "4")),
+        (one, [sys.executable, os.path.join(REPO, "tests", "adcse_ddp_worker.py"), str(one), *flags]),
+    ):
+        out.mkdir()
+        cmd = cmd if out is two else [*cmd, "--per_device_train_batch_size", "8"]
+        proc = subprocess.run(
+            [*cmd, "--output_dir", str(out / "run")], env=env, capture_output=True, text=True, timeout=600, cwd=REPO
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+        assert "8 sentences per step" in proc.stdout + proc.stderr
+    ranks = [load_file(str(two / f"rank{r}.safetensors")) for r in range(2)]
+    single = load_file(str(one / "rank0.safetensors"))
+    assert set(ranks[0]) == set(ranks[1]) == set(single)
+    for name in single:
         assert torch.equal(ranks[0][name], ranks[1][name]), name
-    assert ranks[0]["momentum_buffer"].abs().max() > 1e-3  # the adversaries did move
-    # p moved away from the pretrained weights (the run was not a no-op)
-    moved = ranks[0]["momentum_backbone.encoder.layer.0.attention.self.query.weight"]
-    assert not torch.equal(moved, initial.momentum_backbone.encoder.layer[0].attention.self.query.weight)
+        torch.testing.assert_close(ranks[0][name], single[name], rtol=1e-4, atol=1e-5, msg=name)
+    assert single["momentum_buffer"].abs().max() > 1e-3  # the adversaries did move
+    initial = CSEModel.from_pretrained(no_dropout_bert, pooler_type="cls").backbone.state_dict()
+    moved = "momentum_backbone.encoder.layer.0.attention.self.query.weight"
+    assert not torch.allclose(single[moved], initial[moved.removeprefix("momentum_backbone.")])
 
 
 # --- run_adcse.py -----------------------------------------------------------------------------

@@ -13,7 +13,10 @@ i. Both normalise the adversaries at use (``n_j / ||n_j||``), which is what the 
 n_j are the parameters, so their gradient passes through the normalisation.
 
 Encoder q descends L (Eq. 6); the adversaries ascend it (Eq. 7): the loss only computes L, the
-trainer (``cse.methods.adcse``) steps each side. Under data parallelism the batch is gathered, so N
+trainer (``cse.methods.adcse``) steps each side. The released code computes the adversaries'
+gradient at a temperature of their own (its ``mem_t``, 0.05 like tau by default): with
+``adversary_temperature`` set, the adversaries receive the gradient of L at that temperature while
+the value and q's gradient stay those of L at tau. Under data parallelism the batch is gathered, so N
 is the global batch and every process computes the same L and the same adversary gradient.
 """
 
@@ -35,6 +38,7 @@ class AdversarialInfoNCELoss(nn.Module):
     num_adversaries: M, the number of negative adversaries (64 in the paper).
     temperature: tau in Eq. 5 (0.05).
     form: ``"released"`` (in-batch negatives too, the default) or ``"paper"`` (Eq. 5 as printed).
+    adversary_temperature: the temperature of the adversaries' gradient (default: ``temperature``).
     gather_across_devices: under ``torch.distributed``, use the global batch.
     """
 
@@ -44,19 +48,25 @@ class AdversarialInfoNCELoss(nn.Module):
         num_adversaries: int = 64,
         temperature: float = 0.05,
         form: str = "released",
+        adversary_temperature: float | None = None,
         gather_across_devices: bool = True,
     ):
         super().__init__()
         if num_adversaries < 1:
             raise ValueError(f"num_adversaries must be at least 1, got {num_adversaries}")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
+        adversary_temperature = temperature if adversary_temperature is None else adversary_temperature
+        if min(temperature, adversary_temperature) <= 0:
+            raise ValueError(f"temperatures must be positive, got {temperature} and {adversary_temperature}")
         if form not in LOSS_FORMS:
             raise ValueError(f"form must be one of {', '.join(LOSS_FORMS)}, got {form!r}")
         self.temperature = temperature
+        self.adversary_temperature = adversary_temperature
         self.form = form
+        self.in_batch_negatives = form == "released"
         self.gather_across_devices = gather_across_devices
-        # Standard normal, as the released code (and AdCo) draw them; only their directions matter.
+        # Standard normal, as the released code (and AdCo) draw them. Being normalised at use, their
+        # gradient scales as 1/||n|| and their change of direction per step as 1/||n||^2: the scale
+        # of this draw (||n|| ~ sqrt(d)) acts as part of the adversaries' learning rate.
         self.adversaries = nn.Parameter(torch.randn(num_adversaries, hidden_size))
         self.statistics: dict[str, torch.Tensor] = {}  # of the last batch, for the training log
 
@@ -64,20 +74,31 @@ class AdversarialInfoNCELoss(nn.Module):
     def num_adversaries(self) -> int:
         return self.adversaries.shape[0]
 
-    def logits(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+    def logits(self, anchors, positives, adversaries=None, temperature=None) -> torch.Tensor:
         """``(N, N + M)`` logits with label i (released) or ``(N, 1 + M)`` with label 0 (paper)."""
-        adversarial = cosine_logits(anchors, self.adversaries, self.temperature)
-        positive = cosine_logits(anchors, positives, self.temperature)
-        if self.form == "paper":
+        adversaries = self.adversaries if adversaries is None else adversaries
+        temperature = self.temperature if temperature is None else temperature
+        adversarial = cosine_logits(anchors, adversaries, temperature)
+        positive = cosine_logits(anchors, positives, temperature)
+        if not self.in_batch_negatives:
             positive = positive.diagonal()[:, None]
         return torch.cat([positive, adversarial], dim=1)
 
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         if self.gather_across_devices:
             anchors, positives = all_gather_with_grad(anchors), all_gather_with_grad(positives)
-        logits = self.logits(anchors, positives)
-        n = logits.shape[0]
-        labels = torch.arange(n, device=logits.device) if self.form == "released" else logits.new_zeros(n).long()
+        n = anchors.shape[0]
+        labels = torch.arange(n, device=anchors.device) if self.in_batch_negatives else anchors.new_zeros(n).long()
+        if self.adversary_temperature == self.temperature:
+            logits = self.logits(anchors, positives)
+            loss = F.cross_entropy(logits, labels)
+        else:
+            logits = self.logits(anchors, positives, adversaries=self.adversaries.detach())
+            adversary_loss = F.cross_entropy(
+                self.logits(anchors.detach(), positives.detach(), temperature=self.adversary_temperature), labels
+            )
+            # value and q's gradient from L at tau; the adversaries' gradient from L at theirs
+            loss = F.cross_entropy(logits, labels) + adversary_loss - adversary_loss.detach()
         with torch.no_grad():
             # The adversaries' share of each anchor's softmax scales their gradient: logged to show
             # whether they are learning (at tau = 0.05 random ones hold ~e^-20 of it).
@@ -85,12 +106,13 @@ class AdversarialInfoNCELoss(nn.Module):
                 "adversary_share": logits.softmax(-1)[:, -self.num_adversaries :].sum(-1).mean(),
                 "adversary_cosine": logits[:, -self.num_adversaries :].mean() * self.temperature,
             }
-        return F.cross_entropy(logits, labels)
+        return loss
 
     def get_config_dict(self) -> dict:
         return {
             "num_adversaries": self.num_adversaries,
             "temperature": self.temperature,
+            "adversary_temperature": self.adversary_temperature,
             "form": self.form,
             "gather_across_devices": self.gather_across_devices,
         }

@@ -28,9 +28,11 @@ from dataclasses import dataclass, field, fields
 
 import torch
 import torch.distributed as dist
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import get_last_checkpoint
+from transformers.utils import SAFE_WEIGHTS_NAME
 
 from ..distributed import world_size
 from ..losses.adcse import LOSS_FORMS
@@ -59,6 +61,13 @@ class AdCSEArguments:
     adversary_weight_decay: float | None = field(
         default=None, metadata={"help": "Weight decay of the adversaries; default 1e-4 (released) or 0 (paper)."}
     )
+    adversary_temperature: float | None = field(
+        default=None,
+        metadata={
+            "help": "Temperature of the adversaries' gradient (the released code's mem_t); default 0.05 (released) "
+            "or tau (paper)."
+        },
+    )
     adversaries: bool = field(
         default=True, metadata={"help": "Use negative adversaries (--no_adversaries: Table 2 ablation)."}
     )
@@ -73,8 +82,12 @@ class AdCSEArguments:
     def __post_init__(self):
         if self.variant not in LOSS_FORMS:
             raise ValueError(f"--variant must be one of {', '.join(LOSS_FORMS)}, got {self.variant!r}")
+        if not self.adversaries and (self.adversary_weight_decay, self.adversary_temperature) != (None, None):
+            raise ValueError("--adversary_weight_decay/--adversary_temperature set, but --no_adversaries")
         if self.adversary_weight_decay is None:
             self.adversary_weight_decay = 1e-4 if self.variant == "released" else 0.0
+        if self.adversary_temperature is None and self.variant == "released":
+            self.adversary_temperature = 0.05
         if not 0.0 <= self.momentum <= 1.0:
             raise ValueError(f"--momentum must lie in [0, 1], got {self.momentum}")
         if self.adversaries and self.num_adversaries < 1:
@@ -170,7 +183,8 @@ class AdCSETrainer(CSETrainer):
     processes and fed to ``SGD(maximize=True)``, whose weight decay is added to the negated gradient
     as the released code does. p has no gradient, so it is outside the optimizer too. Every
     checkpoint holds p (in the model's weights) and the adversaries with their SGD momentum (in
-    ``adcse_adversaries.safetensors``); ``train(resume_from_checkpoint=...)`` restores all of them.
+    ``adcse_adversaries.safetensors``); ``train(resume_from_checkpoint=...)`` restores all of them,
+    and refuses a checkpoint of another model layout or number of adversaries.
 
     Args (besides ``CSETrainer``'s): the adversaries' ``adversary_learning_rate``,
     ``adversary_momentum`` and ``adversary_weight_decay``.
@@ -185,6 +199,10 @@ class AdCSETrainer(CSETrainer):
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            # Sharded weights would break the momentum update, and DeepSpeed's own loss scaling would
+            # reach the adversaries' gradient unseen.
+            raise ValueError("AdCSE does not support DeepSpeed or FSDP yet: use plain (DDP) data parallelism")
         self.loss_fn.to(self.args.device)
         self.adversaries = getattr(self.loss_fn, "adversaries", None)
         self.adversary_optimizer = None
@@ -239,18 +257,54 @@ class AdCSETrainer(CSETrainer):
                 "them from scratch"
             )
         state = load_file(path, device=str(self.args.device))
+        if state["adversaries"].shape != self.adversaries.shape:
+            raise ValueError(
+                f"{path} holds {tuple(state['adversaries'].shape)} adversaries, this run "
+                f"{tuple(self.adversaries.shape)} (M x d): resume with the checkpoint's --num_adversaries"
+            )
         with torch.no_grad():
             self.adversaries.copy_(state["adversaries"])
         if "momentum_buffer" in state:
             self.adversary_optimizer.state[self.adversaries]["momentum_buffer"] = state["momentum_buffer"]
         logger.info("adversaries and their optimizer state restored from %s", path)
 
+    def check_checkpoint_matches(self, checkpoint: str) -> None:
+        """The Trainer loads checkpoint weights non-strictly: refuse one saved by another model layout
+        (another variant or ablation) instead of silently dropping or missing p's weights."""
+        path = os.path.join(checkpoint, SAFE_WEIGHTS_NAME)
+        if not os.path.isfile(path):
+            return  # not ours to judge (sharded or DeepSpeed checkpoints): the Trainer reports those
+        with safe_open(path, framework="pt") as f:
+            saved = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
+        current = {key: tuple(t.shape) for key, t in self.accelerator.unwrap_model(self.model).state_dict().items()}
+        differ = sorted(set(saved) ^ set(current)) + sorted(
+            k for k in set(saved) & set(current) if saved[k] != current[k]
+        )
+        if differ:
+            raise ValueError(
+                f"{checkpoint} was saved by a different model (e.g. another --variant or ablation flag): "
+                f"{len(differ)} weight(s) missing, extra or reshaped, first {', '.join(differ[:3])}"
+            )
+
     def train(self, resume_from_checkpoint=None, **kwargs):
         if resume_from_checkpoint is True:
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-        if resume_from_checkpoint and self.adversaries is not None:
-            self.load_adversary_state(resume_from_checkpoint)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
+        if resume_from_checkpoint:
+            self.check_checkpoint_matches(resume_from_checkpoint)
+            if self.adversaries is not None:
+                self.load_adversary_state(resume_from_checkpoint)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        super().save_model(output_dir, _internal_call=_internal_call)
+        # A checkpoint's model is saved first, before its optimizer and Trainer state: writing the
+        # adversaries here, not after the checkpoint (on_save), leaves no complete-looking
+        # checkpoint without them.
+        output_dir = output_dir or self.args.output_dir
+        if self.adversaries is not None and self.args.should_save:
+            save_file(self.adversary_state(), os.path.join(output_dir, ADVERSARY_STATE_NAME))
 
 
 class _AdCSEUpdates(TrainerCallback):
@@ -276,9 +330,3 @@ class _AdCSEUpdates(TrainerCallback):
             trainer.adversary_step(self.loss_scale)
         if trainer.dual_encoder is not None:
             trainer.dual_encoder.momentum_update()
-
-    def on_save(self, args, state, control, **kwargs):
-        if self.trainer.adversaries is None or not args.should_save:
-            return
-        checkpoint = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
-        save_file(self.trainer.adversary_state(), os.path.join(checkpoint, ADVERSARY_STATE_NAME))
