@@ -4,14 +4,20 @@
 gpus=${NUM_GPUS:-1}
 
 # train RUN_SCRIPT OUTPUT_DIR GLOBAL_BATCH [ARGS...]: one training run through accelerate, the global
-# batch split over the processes. A finished run (its exported cse_config.json) is kept, not redone, so
-# an interrupted sweep picks up where it stopped; an interrupted run resumes from its last checkpoint.
+# batch split over the processes. A run finished with the same arguments is kept, not redone, so an
+# interrupted sweep picks up where it stopped (an interrupted run resumes from its last checkpoint);
+# a finished run with other arguments is refused rather than reported as this one.
 train() {
     local script=$1 out=$2 batch=$3
     shift 3
+    local request="$script $batch $*"
     if [ -f "$out/cse_config.json" ]; then
-        echo "$out: already trained, kept (delete it to retrain)" >&2
-        return 0
+        if [ "$(cat "$out/launch_args.txt" 2>/dev/null)" == "$request" ]; then
+            echo "$out: already trained with these arguments, kept (delete it to retrain)" >&2
+            return 0
+        fi
+        echo "$out holds a run trained with other arguments: delete it or set OUTPUT_DIR" >&2
+        return 2
     fi
     if (( batch % gpus )); then
         echo "NUM_GPUS=$gpus does not divide the global batch of $batch" >&2
@@ -20,6 +26,7 @@ train() {
     local launch=(accelerate launch --num_processes "$gpus")
     [ "$gpus" -gt 1 ] && launch+=(--multi_gpu)
     "${launch[@]}" "$script" "$@" --output_dir "$out" --per_device_train_batch_size $((batch / gpus))
+    printf '%s\n' "$request" > "$out/launch_args.txt"
 }
 
 # sts_test MODEL_DIR: the 7 STS test sets with senteval_eval.py, into MODEL_DIR/sts_test_results.json.
