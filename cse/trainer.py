@@ -69,7 +69,7 @@ class CSETrainer(Trainer):
             names = sorted(self._recorded)
             means = torch.stack([torch.stack(self._recorded[name]).mean() for name in names])
             means = self.accelerator.reduce(means, reduction="mean")
-            logs.update({name: round(value, 4) for name, value in zip(names, means.tolist())})
+            logs.update(dict(zip(names, means.tolist())))
             self._recorded.clear()
         super().log(logs, start_time)
 
