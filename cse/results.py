@@ -3,6 +3,10 @@ tables that put our scores beside them.
 
     python -m cse.results result/simcse/sts_test_results.json --paper_row simcse_unsup_bert_base
     python -m cse.results result/a/sts_test_results.json result/b/sts_test_results.json
+    python -m cse.results result/mixcse-seed*/sts_test_results.json --paper_row mixcse_bert_base
+
+Several JSONs with ``--paper_row`` are seeds of one model: the row shows mean ± standard deviation
+(sample, n - 1) per column, and the difference is the mean's.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import yaml
 
 PAPER_RESULTS = os.path.join(
@@ -33,14 +38,39 @@ def load_paper_results(path: str = PAPER_RESULTS) -> dict:
     return rows
 
 
+def format_cell(value) -> str:
+    """Two decimals; a ``(mean, std)`` pair as ``mean ± std``; ``None`` as ``-``."""
+    if value is None:
+        return "-"
+    if isinstance(value, tuple):
+        return f"{value[0]:.2f} ± {value[1]:.2f}"
+    return f"{value:.2f}"
+
+
+def mean_value(value) -> float:
+    return value[0] if isinstance(value, tuple) else value
+
+
+def aggregate_seeds(runs: Sequence[Mapping[str, float]]) -> dict:
+    """The columns every run has, each as ``(mean, sample std)`` over the runs; one run is returned
+    as it is (a standard deviation needs two)."""
+    if not runs:
+        raise ValueError("no runs to aggregate")
+    if len(runs) == 1:
+        return dict(runs[0])
+    columns = [c for c in runs[0] if all(c in run and run[c] is not None for run in runs)]
+    values = {c: np.array([run[c] for run in runs], dtype=np.float64) for c in columns}
+    return {c: (float(v.mean()), float(v.std(ddof=1))) for c, v in values.items()}
+
+
 def markdown_table(rows: Mapping[str, Mapping[str, float]], columns: Sequence[str], first: str = "Model") -> str:
-    """A markdown table, one row per entry, two decimals; a missing value prints as ``-``."""
+    """A markdown table, one row per entry (see :func:`format_cell`); a missing value prints as ``-``."""
     lines = [
         "| " + " | ".join([first, *columns]) + " |",
         "|" + "|".join(["---"] + ["---:"] * len(columns)) + "|",
     ]
     for name, scores in rows.items():
-        cells = [f"{scores[c]:.2f}" if c in scores and scores[c] is not None else "-" for c in columns]
+        cells = [format_cell(scores.get(c)) for c in columns]
         lines.append("| " + " | ".join([name, *cells]) + " |")
     return "\n".join(lines)
 
@@ -48,11 +78,11 @@ def markdown_table(rows: Mapping[str, Mapping[str, float]], columns: Sequence[st
 def compare_with_paper(
     ours: Mapping[str, float], paper_row_id: str, name: str = "ours", path: str = PAPER_RESULTS
 ) -> str:
-    """Our scores, the paper's row and the difference (ours - paper), as one markdown table under a
-    line citing the source."""
+    """Our scores (floats, or ``(mean, std)`` over seeds), the paper's row and the difference (ours, or
+    our mean, - paper), as one markdown table under a line citing the source."""
     paper = load_paper_results(path)[paper_row_id]
     columns = [c for c in paper["scores"] if c in ours]
-    diff = {c: ours[c] - paper["scores"][c] for c in columns}
+    diff = {c: mean_value(ours[c]) - paper["scores"][c] for c in columns}
     label = f"paper, {paper['table']}: {paper['model']}"
     table = markdown_table({name: ours, label: paper["scores"], "difference": diff}, columns)
     return f"Paper: {paper['paper']}\n\n{table}"
@@ -63,20 +93,25 @@ def main(argv=None) -> None:
         description="Print result JSONs of senteval_eval.py / run_*.py as one table, or one beside a paper row."
     )
     parser.add_argument("result_json", nargs="+")
-    parser.add_argument("--paper_row", default=None, help="row id in configs/paper_results.yaml (one JSON only)")
+    parser.add_argument(
+        "--paper_row",
+        default=None,
+        help="row id in configs/paper_results.yaml; several JSONs are then seeds of one model (mean ± std)",
+    )
     parser.add_argument("--name", nargs="+", default=None, help="row name(s); default: ours / the JSONs' folders")
     args = parser.parse_args(argv)
-    if args.name is not None and len(args.name) != len(args.result_json):
-        parser.error(f"{len(args.result_json)} result JSON(s) but {len(args.name)} --name(s)")
     scores = []
     for path in args.result_json:
         with open(path, encoding="utf-8") as f:
             scores.append(json.load(f)["scores"])
     if args.paper_row is not None:
-        if len(scores) != 1:
-            parser.error("--paper_row compares one result JSON")
-        print(compare_with_paper(scores[0], args.paper_row, name=args.name[0] if args.name else "ours"))
+        if args.name is not None and len(args.name) != 1:
+            parser.error("--paper_row makes one row: give one --name")
+        name = args.name[0] if args.name else "ours" if len(scores) == 1 else f"ours ({len(scores)} seeds)"
+        print(compare_with_paper(aggregate_seeds(scores), args.paper_row, name=name))
         return
+    if args.name is not None and len(args.name) != len(args.result_json):
+        parser.error(f"{len(args.result_json)} result JSON(s) but {len(args.name)} --name(s)")
     names = args.name or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in args.result_json]
     print(markdown_table(dict(zip(names, scores)), list(scores[0])))
 

@@ -34,3 +34,9 @@ sts_test() {
     python senteval_eval.py --model_name_or_path "$1" --mode test --task_set sts \
         --output_json "$1/sts_test_results.json"
 }
+
+# transfer_test MODEL_DIR: the 7 SentEval transfer tasks, into MODEL_DIR/transfer_test_results.json.
+transfer_test() {
+    python senteval_eval.py --model_name_or_path "$1" --mode test --task_set transfer \
+        --output_json "$1/transfer_test_results.json"
+}

@@ -58,4 +58,21 @@ def test_several_results_in_one_table(tmp_path, capsys):
     results.main([*paths, "--name", "bs 32", "bs 64"])
     assert capsys.readouterr().out.splitlines()[3] == "| bs 64 | 71.50 | 72.50 |"
     with pytest.raises(SystemExit):
-        results.main([*paths, "--paper_row", "simcse_unsup_bert_base"])
+        results.main([*paths, "--paper_row", "simcse_unsup_bert_base", "--name", "a", "b"])
+
+
+def test_seeds_beside_the_paper_row_as_mean_and_sample_std(tmp_path, capsys):
+    seeds = [{"STS12": 68.0, "Avg.": 75.0}, {"STS12": 70.0, "Avg.": 76.0}, {"STS12": 69.0, "Avg.": 80.0}]
+    paths = []
+    for i, scores in enumerate(seeds):
+        paths.append(str(tmp_path / f"seed{i}.json"))
+        (tmp_path / f"seed{i}.json").write_text(json.dumps({"scores": scores}))
+    results.main([*paths, "--paper_row", "simcse_unsup_bert_base"])
+    lines = capsys.readouterr().out.splitlines()
+    # STS12: mean 69, sample std 1; Avg.: mean 77, sample std sqrt(((-2)^2 + (-1)^2 + 3^2) / 2) = sqrt(7)
+    assert lines[2] == "| Model | STS12 | Avg. |"
+    assert lines[4] == f"| ours (3 seeds) | 69.00 ± 1.00 | 77.00 ± {7**0.5:.2f} |"
+    assert lines[6] == "| difference | 0.60 | 0.75 |"
+    assert results.aggregate_seeds(seeds[:1]) == seeds[0]
+    with pytest.raises(ValueError):
+        results.aggregate_seeds([])
