@@ -1,0 +1,116 @@
+"""SG-BERT's objectives (Kim, Yoo and Lee, "Self-Guided Contrastive Learning for BERT Sentence
+Representations", ACL 2021, Sect. 3): the sentence embedding c_i (BERT_T's last-layer [CLS]) is pulled
+towards views h_{i,k} of the same sentence taken from the hidden layers of a frozen copy, BERT_F.
+
+With phi(u, v) = exp(cos(f(u), f(v)) / tau), f the projection head (:class:`ProjectionHead`) and b
+the batch:
+
+``base`` (SG, Sect. 3.1): NT-Xent over X = {c_i} u {h_i} (2b vectors, h_i one sampled view),
+    L_m = -log( phi(x_m, mu(x_m)) / sum_{n != m} phi(x_m, x_n) ),  averaged over the 2b vectors.
+``opt1`` (Sect. 3.2): only c_i are anchors,
+    L_i = -log( phi(c_i, h_i) / (sum_{j != i} phi(c_i, c_j) + sum_j phi(c_i, h_j)) ).
+``opt2``: L_i = -log( phi(c_i, h_i) / sum_j phi(c_i, h_j) ).
+``opt3`` (SG-OPT): every layer's view guides c_i,
+    L_{i,k} = -log( phi(c_i, h_{i,k}) / (phi(c_i, h_{i,k}) + sum_{m != i} sum_n phi(c_i, h_{m,n})) ),
+    averaged over the b (l + 1) pairs (i, k).
+
+Each adds lambda * L_reg with L_reg = ||theta_F - theta_T||^2 (Eq. of L^base and L^opt), which the
+model computes (:meth:`cse.methods.sgbert.SelfGuidedEncoder.parameter_distance`) and passes in.
+Under data parallelism c and the views are gathered, so b is the global batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..distributed import all_gather_with_grad
+from .infonce import cosine_logits
+
+LOSS_VARIANTS = ("base", "opt1", "opt2", "opt3")
+
+
+class ProjectionHead(nn.Sequential):
+    """f: "a two-layered MLP whose hidden size is 4096. Each linear layer in the MLP is followed by a
+    GELU function" (footnote 4). Initialised as the released code does: N(0, initializer_range)
+    weights, zero biases."""
+
+    def __init__(self, hidden_size: int, width: int = 4096, initializer_range: float = 0.02):
+        if width < 1:
+            raise ValueError(f"the projection head's width must be positive, got {width}")
+        super().__init__(nn.Linear(hidden_size, width), nn.GELU(), nn.Linear(width, width), nn.GELU())
+        for layer in (self[0], self[2]):
+            nn.init.normal_(layer.weight, mean=0.0, std=initializer_range)
+            nn.init.zeros_(layer.bias)
+
+
+class SelfGuidedLoss(nn.Module):
+    """Args:
+    variant: ``base`` (SG), ``opt1``, ``opt2`` or ``opt3`` (SG-OPT).
+    temperature: tau (0.01, Table 8).
+    reg_lambda: lambda, the weight of L_reg (0.1, Table 8).
+    gather_across_devices: under ``torch.distributed``, use the global batch.
+
+    ``forward(embeddings, views, parameter_distance)`` takes the projected c_i ``(b, D)``, the
+    projected views ``(b, K, D)`` (K = 1, the sampled view, for base/opt1/opt2; every layer of the
+    layer set for opt3) and L_reg, a scalar.
+    """
+
+    def __init__(
+        self, variant: str = "opt3", temperature: float = 0.01, reg_lambda: float = 0.1, gather_across_devices=True
+    ):
+        super().__init__()
+        if variant not in LOSS_VARIANTS:
+            raise ValueError(f"loss variant must be one of {', '.join(LOSS_VARIANTS)}, got {variant!r}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        if reg_lambda < 0:
+            raise ValueError(f"reg_lambda must not be negative, got {reg_lambda}")
+        self.variant = variant
+        self.temperature = temperature
+        self.reg_lambda = reg_lambda
+        self.gather_across_devices = gather_across_devices
+
+    @property
+    def uses_all_views(self) -> bool:
+        """opt3 uses every layer's view; the others one view per sentence, drawn by the sampler."""
+        return self.variant == "opt3"
+
+    def contrastive(self, c: torch.Tensor, views: torch.Tensor) -> torch.Tensor:
+        b = c.shape[0]
+        if self.uses_all_views:
+            # logits[i, m, n] = cos(c_i, h_{m,n}) / tau
+            logits = cosine_logits(c, views.flatten(0, 1), self.temperature).view(b, b, -1)
+            own = torch.eye(b, dtype=torch.bool, device=c.device)
+            positives = logits[own]  # (b, K): i, k
+            negatives = logits.masked_fill(own[:, :, None], float("-inf")).flatten(1).logsumexp(1)  # m != i, all n
+            return (torch.logaddexp(positives, negatives[:, None]) - positives).mean()
+        if views.shape[1] != 1:
+            raise ValueError(f"loss {self.variant!r} takes one sampled view per sentence, got {views.shape[1]}")
+        h = views[:, 0]
+        labels = torch.arange(b, device=c.device)
+        if self.variant == "opt2":
+            return F.cross_entropy(cosine_logits(c, h, self.temperature), labels)
+        self_pairs = torch.eye(b, dtype=torch.bool, device=c.device)
+        c_to_c = cosine_logits(c, c, self.temperature).masked_fill(self_pairs, float("-inf"))
+        c_to_h = cosine_logits(c, h, self.temperature)
+        if self.variant == "opt1":
+            return F.cross_entropy(torch.cat([c_to_c, c_to_h], dim=1), labels + b)
+        # base: the h_i are anchors too, with the other h_j and every c_j as their normaliser
+        h_to_h = cosine_logits(h, h, self.temperature).masked_fill(self_pairs, float("-inf"))
+        logits = torch.cat([torch.cat([c_to_c, c_to_h], 1), torch.cat([c_to_h.T, h_to_h], 1)], 0)
+        return F.cross_entropy(logits, torch.cat([labels + b, labels]))
+
+    def forward(self, embeddings: torch.Tensor, views: torch.Tensor, parameter_distance: torch.Tensor) -> torch.Tensor:
+        if self.gather_across_devices:
+            embeddings, views = all_gather_with_grad(embeddings), all_gather_with_grad(views)
+        return self.contrastive(embeddings, views) + self.reg_lambda * parameter_distance
+
+    def get_config_dict(self) -> dict:
+        return {
+            "variant": self.variant,
+            "temperature": self.temperature,
+            "reg_lambda": self.reg_lambda,
+            "gather_across_devices": self.gather_across_devices,
+        }

@@ -1,0 +1,252 @@
+"""SG-BERT (Kim, Yoo and Lee, "Self-Guided Contrastive Learning for BERT Sentence Representations",
+ACL 2021): BERT is cloned into BERT_F (fixed) and BERT_T (tuned); the views h_{i,k} = p(H_{i,k}) that
+BERT_F's layers k = 0..l give of sentence s_i (p: max pooling over real tokens) guide BERT_T's
+last-layer [CLS], c_i, through the contrastive objectives of :mod:`cse.losses.sgbert`, and
+L_reg = ||theta_F - theta_T||^2 keeps BERT_T near BERT_F. BERT_T's embedding layer (layer 0) is frozen
+(footnote 5). After training only BERT_T is kept; the sentence embedding is c_i, without the head.
+
+The paper and the authors' released code (sentence-transformers 0.3.9) differ in two defaults, and we
+take the paper's:
+
+* token pooling p: max in the paper ("we employ max pooling as p"), mean in the code
+  (``--pooling2 mean``): ``--token_pooling mean`` for the code's.
+* BERT_F's dropout: the code puts its copy in eval mode once, but the copy lives inside the loss
+  module, which sentence-transformers' ``fit`` switches back to training mode, so its dropout is
+  active. The paper calls BERT_F "fixed" and wants its signal not to drift; we run it in eval mode
+  (deterministic views): ``--fixed_encoder_dropout`` for the code's behaviour.
+
+The regulariser's scope is the same in both: every parameter of BERT. The frozen embedding layer and
+the unused pooling layer never move, so summing over BERT_T's trainable parameters gives exactly the
+released code's sum over all of them.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from dataclasses import dataclass, field
+
+import torch
+from safetensors import safe_open
+from transformers.trainer_utils import get_last_checkpoint
+from transformers.utils import SAFE_WEIGHTS_NAME
+
+from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead
+from ..modeling import CSEModel
+from ..pooling import masked_max, masked_mean
+from ..trainer import CSETrainer
+
+logger = logging.getLogger(__name__)
+
+TOKEN_POOLINGS = ("max", "mean", "cls")
+SAMPLERS = ("uniform", "uniform_per_batch")
+
+
+@dataclass
+class SGBERTArguments:
+    loss_variant: str = field(
+        default="opt3",
+        metadata={"help": "base (SG), opt1, opt2 or opt3 (SG-OPT, the paper's final loss).", "choices": LOSS_VARIANTS},
+    )
+    reg_lambda: float = field(default=0.1, metadata={"help": "lambda, the weight of L_reg = ||theta_F - theta_T||^2."})
+    token_pooling: str = field(
+        default="max",
+        metadata={
+            "help": "p, pooling over the tokens of each BERT_F layer (padding masked): max (the paper), mean (the "
+            "released code) or cls.",
+            "choices": TOKEN_POOLINGS,
+        },
+    )
+    layers: list[int] | None = field(
+        default=None,
+        metadata={"help": "BERT_F layers whose views are used (0: embedding layer); default all, 0..l."},
+    )
+    sampler: str = field(
+        default="uniform",
+        metadata={
+            "help": "sigma, the view each sentence gets for base/opt1/opt2: uniform (each sentence draws its own "
+            "layer, the paper) or uniform_per_batch (one draw for the whole batch).",
+            "choices": SAMPLERS,
+        },
+    )
+    projection_size: int = field(
+        default=4096, metadata={"help": "Width of the projection head f (two linear+GELU layers)."}
+    )
+    projection_head: bool = field(
+        default=True, metadata={"help": "Use the projection head f (--no_projection_head: Table 5 ablation)."}
+    )
+    fixed_encoder_dropout: bool = field(
+        default=False,
+        metadata={"help": "Run BERT_F with dropout active, as the released code does (default: eval mode)."},
+    )
+    early_stopping_patience: int | None = field(
+        default=10,
+        metadata={"help": "Stop after this many evaluations without a better STS-B dev score (Table 8: 10)."},
+    )
+
+    def __post_init__(self):
+        checks = {"loss_variant": LOSS_VARIANTS, "token_pooling": TOKEN_POOLINGS, "sampler": SAMPLERS}
+        for name, choices in checks.items():
+            if getattr(self, name) not in choices:
+                raise ValueError(f"--{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+        if self.loss_variant == "opt3" and self.sampler != "uniform":
+            raise ValueError("--sampler set, but --loss_variant opt3 uses every layer's view and samples none")
+        if not self.projection_head and self.projection_size != 4096:
+            raise ValueError("--projection_size set, but --no_projection_head leaves no head")
+        if self.projection_size < 1:
+            raise ValueError(f"--projection_size must be positive, got {self.projection_size}")
+        if self.layers is not None and (not self.layers or len(set(self.layers)) != len(self.layers)):
+            raise ValueError(f"--layers must name distinct layers, got {self.layers}")
+        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
+            raise ValueError("--early_stopping_patience must be at least 1 (omit it to train the full epoch)")
+
+
+class SelfGuidedEncoder(CSEModel):
+    """BERT_T (``backbone``, its [CLS] before the pooling layer is c_i), BERT_F (``fixed_backbone``,
+    a frozen copy taken at construction) and the projection head f (``projection_head``, or none).
+
+    The training forward returns the projected c_i ``(b, D)``, the projected views ``(b, K, D)``
+    (``sample_views``: one per sentence, drawn by ``sampler``; else every layer of ``layers``) and
+    L_reg. The embedding forward, ``encode`` and ``save_pretrained`` are BERT_T's alone.
+    """
+
+    def __init__(
+        self,
+        backbone,
+        tokenizer,
+        token_pooling: str = "max",
+        layers: list[int] | None = None,
+        sample_views: bool = False,
+        sampler: str = "uniform",
+        projection_size: int | None = 4096,
+        fixed_encoder_dropout: bool = False,
+    ):
+        super().__init__(backbone, tokenizer, pooler_type="cls_before_pooler")
+        if token_pooling not in TOKEN_POOLINGS:
+            raise ValueError(f"token pooling must be one of {', '.join(TOKEN_POOLINGS)}, got {token_pooling!r}")
+        if sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+        embeddings = getattr(backbone, "embeddings", None)
+        if embeddings is None:
+            raise ValueError(f"{type(backbone).__name__} has no `embeddings` module (layer 0) to freeze")
+        num_layers = self.config.num_hidden_layers + 1
+        layers = list(range(num_layers)) if layers is None else list(layers)
+        outside = [k for k in layers if not 0 <= k < num_layers]
+        if outside:
+            raise ValueError(f"layers {outside} do not exist: the encoder has layers 0..{num_layers - 1}")
+        self.token_pooling = token_pooling
+        self.layers = layers
+        self.sample_views = sample_views
+        self.sampler = sampler
+        self.fixed_encoder_dropout = fixed_encoder_dropout
+        embeddings.requires_grad_(False)  # footnote 5: "we also freeze the 0th layer of BERT_T"
+        self.fixed_backbone = copy.deepcopy(backbone).requires_grad_(False)
+        std = getattr(self.config, "initializer_range", 0.02)
+        head = None if projection_size is None else ProjectionHead(self.config.hidden_size, projection_size, std)
+        self.projection_head = head
+        self.train(self.training)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        # The Trainer puts the whole model in training mode every step; BERT_F stays deterministic.
+        if not self.fixed_encoder_dropout:
+            self.fixed_backbone.eval()
+        return self
+
+    def parameter_pairs(self) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+        """(name, theta_T, theta_F) for BERT_T's trainable parameters: the others equal BERT_F's."""
+        fixed = dict(self.fixed_backbone.named_parameters())
+        return [(name, p, fixed[name]) for name, p in self.backbone.named_parameters() if p.requires_grad]
+
+    def parameter_distance(self) -> torch.Tensor:
+        """L_reg = ||theta_F - theta_T||_2^2, in float32."""
+        return sum((t.float() - f.float()).pow(2).sum() for _, t, f in self.parameter_pairs())
+
+    def layer_views(self, hidden_states, attention_mask) -> torch.Tensor:
+        """h_{i,k} = p(H_{i,k}) for k in ``layers``: ``(b, K, d)``."""
+        pool = {
+            "max": lambda h: masked_max(h, attention_mask),
+            "mean": lambda h: masked_mean(h, attention_mask),
+            "cls": lambda h: h[:, 0],
+        }[self.token_pooling]
+        return torch.stack([pool(hidden_states[k]) for k in self.layers], dim=1)
+
+    def sample(self, views: torch.Tensor) -> torch.Tensor:
+        """sigma: one view per sentence, uniform over the layer set, ``(b, 1, d)``."""
+        b, num_views = views.shape[:2]
+        draws = 1 if self.sampler == "uniform_per_batch" else b
+        index = torch.randint(num_views, (draws,), device=views.device).expand(b)
+        return views[torch.arange(b, device=views.device), index][:, None]
+
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.projection_head is None else self.projection_head(x)
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> dict[str, torch.Tensor]:
+        """``(b, 2, length)`` token ids (the collator's two identical copies): view 0 goes through
+        BERT_T, view 1 through BERT_F."""
+        view = lambda t, v: None if t is None else t[:, v]  # noqa: E731
+        c = self._pooled(self.pooler_type, view(input_ids, 0), view(attention_mask, 0), view(token_type_ids, 0))
+        kwargs = {} if token_type_ids is None else {"token_type_ids": view(token_type_ids, 1)}
+        with torch.no_grad():
+            fixed = self.fixed_backbone(
+                input_ids=view(input_ids, 1),
+                attention_mask=view(attention_mask, 1),
+                output_hidden_states=True,
+                return_dict=True,
+                **kwargs,
+            )
+            views = self.layer_views(fixed.hidden_states, view(attention_mask, 1))
+            if self.sample_views:
+                views = self.sample(views)
+        return {
+            "embeddings": self.project(c),
+            "views": self.project(views),
+            "parameter_distance": self.parameter_distance(),
+        }
+
+
+class SGTrainer(CSETrainer):
+    """``CSETrainer`` for :class:`SelfGuidedEncoder`: the loss takes the model's projected c_i, views
+    and L_reg. BERT_F and BERT_T's embedding layer have no gradient, so the Trainer's optimizer never
+    sees them; checkpoints hold BERT_F and the head with BERT_T (in the model's weights), so a
+    resumed run restores all three, and a checkpoint without them is refused."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            # L_reg reads every parameter of BERT_T and BERT_F in full, which sharding hides.
+            raise ValueError("SG-BERT does not support DeepSpeed or FSDP: use plain (DDP) data parallelism")
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = model(**inputs)
+        loss = self.loss_fn(outputs["embeddings"], outputs["views"], outputs["parameter_distance"])
+        if model.training:
+            self.record_training_metrics(parameter_distance=outputs["parameter_distance"])
+        return (loss, outputs) if return_outputs else loss
+
+    def check_checkpoint_holds_the_model(self, checkpoint: str) -> None:
+        """The Trainer loads checkpoint weights non-strictly: a checkpoint without BERT_F or the head
+        (another method's, or one saved with or without --no_projection_head) would leave them as
+        this run built them."""
+        path = os.path.join(checkpoint, SAFE_WEIGHTS_NAME)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path} is missing: {checkpoint} holds no single-file SG-BERT model to resume")
+        with safe_open(path, framework="pt") as f:
+            saved = set(f.keys())
+        current = set(self.accelerator.unwrap_model(self.model).state_dict())
+        if saved != current:
+            differ = sorted(saved ^ current)
+            raise ValueError(
+                f"{checkpoint} was saved by a different model ({len(differ)} weight(s) missing or extra, first "
+                f"{', '.join(differ[:3])}): resume with the settings it was trained with"
+            )
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
+        if resume_from_checkpoint:
+            self.check_checkpoint_holds_the_model(resume_from_checkpoint)
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)

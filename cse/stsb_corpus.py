@@ -1,0 +1,60 @@
+"""The STS-B sentence corpus of BERT-flow (Li et al., 2020) and SG-BERT (Kim et al., 2021): every
+sentence of the STS Benchmark train, dev and test pairs, without the gold scores.
+
+    python -m cse.stsb_corpus OUTPUT.txt [--senteval_data_dir DIR]
+
+Both sentences of each of the 8,628 pairs (5,749 + 1,500 + 1,379) are kept, in file order, repeats
+included: 17,256 lines. That is what BERT-flow trains its flow on and what SG-BERT's released code
+reads (each row's ``sentence1`` and ``sentence2``, no deduplication). The sentences are SentEval's
+copies of the files (``STS/STSBenchmark/sts-*.csv``), as the evaluation reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+from .evaluation.sts import read_stsb
+from .paths import senteval_dir
+
+logger = logging.getLogger(__name__)
+
+STSB_SPLITS = ("sts-train.csv", "sts-dev.csv", "sts-test.csv")
+
+
+def stsb_sentences(senteval_data_dir: str | None = None) -> list[str]:
+    """Sentence 1 and sentence 2 of every STS-B pair, train then dev then test."""
+    base = os.path.join(senteval_dir(senteval_data_dir), "STS", "STSBenchmark")
+    sentences = []
+    for name in STSB_SPLITS:
+        pairs = read_stsb(os.path.join(base, name))
+        for first, second in zip(pairs.sentences1, pairs.sentences2):
+            sentences += [first, second]
+    return sentences
+
+
+def write_stsb_corpus(path: str, senteval_data_dir: str | None = None) -> str:
+    """Write the corpus, one sentence a line (atomically: other processes may be reading ``path``)."""
+    sentences = stsb_sentences(senteval_data_dir)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(sentence + "\n" for sentence in sentences)
+    os.replace(tmp, path)
+    distinct = len(set(sentences))
+    logger.info("STS-B sentence corpus: %d sentences (%d distinct) written to %s", len(sentences), distinct, path)
+    return path
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Write the STS-B train+dev+test sentences, one a line.")
+    parser.add_argument("output", help="the .txt file to write")
+    parser.add_argument("--senteval_data_dir", default=None, help="default $CSE_DATA_DIR/senteval")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    write_stsb_corpus(args.output, args.senteval_data_dir)
+
+
+if __name__ == "__main__":
+    main()

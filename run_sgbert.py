@@ -1,0 +1,68 @@
+#!/usr/bin/env python
+"""SG-BERT (Kim, Yoo and Lee, ACL 2021): self-guided contrastive learning. BERT_T's [CLS] is pulled
+towards views of the same sentence from a frozen copy's hidden layers. --loss_variant opt3 (SG-OPT,
+the default), base (SG), opt1, opt2; Table 5 ablations: --temp, --reg_lambda, --no_projection_head.
+
+python run_sgbert.py --model_name_or_path bert-base-uncased --output_dir result/sgbert
+accelerate launch run_sgbert.py configs/sgbert_bert_base.yaml --seed 1
+
+Without --train_file (or --dataset_name) the corpus is the paper's: every STS-B train, dev and test
+sentence, unlabelled, written to OUTPUT_DIR/stsb_sentences.txt (see cse.stsb_corpus).
+"""
+
+import os
+
+from transformers import EarlyStoppingCallback, set_seed
+
+from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.losses.sgbert import SelfGuidedLoss
+from cse.methods.sgbert import SelfGuidedEncoder, SGBERTArguments, SGTrainer
+from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
+from cse.stsb_corpus import write_stsb_corpus
+
+
+def main(argv=None):
+    model_args, data_args, training_args, sg_args = parse_args(
+        (ModelArguments, DataArguments, CSETrainingArguments, SGBERTArguments), argv
+    )
+    if model_args.pooler_type != "cls_before_pooler":
+        raise ValueError(
+            f"SG-BERT's sentence embedding is BERT_T's last-layer [CLS] (c_i): --pooler_type must be "
+            f"cls_before_pooler, got {model_args.pooler_type!r}"
+        )
+    setup_logging(training_args)
+    if data_args.train_file is None and data_args.dataset_name is None:
+        data_args.train_file = os.path.join(training_args.output_dir, "stsb_sentences.txt")
+        with training_args.main_process_first(desc="STS-B sentence corpus"):
+            if training_args.local_process_index == 0:
+                write_stsb_corpus(data_args.train_file, data_args.senteval_data_dir)
+    set_seed(training_args.seed)
+    encoder = load_encoder(model_args)
+    loss = SelfGuidedLoss(sg_args.loss_variant, temperature=model_args.temp, reg_lambda=sg_args.reg_lambda)
+    model = SelfGuidedEncoder(
+        encoder.backbone,
+        encoder.tokenizer,
+        token_pooling=sg_args.token_pooling,
+        layers=sg_args.layers,
+        sample_views=not loss.uses_all_views,
+        sampler=sg_args.sampler,
+        projection_size=sg_args.projection_size if sg_args.projection_head else None,
+        fixed_encoder_dropout=sg_args.fixed_encoder_dropout,
+    )
+    callbacks = []
+    if sg_args.early_stopping_patience is not None:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=sg_args.early_stopping_patience))
+    return train_and_evaluate(
+        model_args,
+        data_args,
+        training_args,
+        model,
+        loss,
+        trainer_class=SGTrainer,
+        method_args=sg_args,
+        callbacks=callbacks,
+    )
+
+
+if __name__ == "__main__":
+    main()
