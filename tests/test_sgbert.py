@@ -1,0 +1,367 @@
+"""SG-BERT: each loss variant against float64 hand computations (with and without the projection head),
+token pooling with padding, the frozen BERT_F and embedding layer after training, L_reg by hand,
+resumption, the STS-B corpus, and ``run_sgbert.py`` end to end with each loss variant."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import datasets
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModel, AutoTokenizer, TrainerCallback, set_seed
+
+from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.data import TwoViewCollator
+from cse.losses.sgbert import ProjectionHead, SelfGuidedLoss
+from cse.methods.sgbert import SelfGuidedEncoder, SGBERTArguments, SGTrainer
+from cse.modeling import CSEModel
+from cse.results import load_paper_results
+from cse.stsb_corpus import stsb_sentences
+
+from .conftest import DATA, REPO, SENTEVAL
+
+SENTENCES = [
+    "a cat sat on the mat",
+    "dogs bark loudly at night",
+    "the sun rises in the east",
+    "rain again today in the city",
+    "one more sentence for the batch",
+    "last of all comes the end",
+    "trees grow slowly in winter",
+    "rivers run to the sea",
+]
+
+# --- the losses -------------------------------------------------------------------------------
+
+
+def hand_head(x, head):
+    """f(x) = GELU(W2 GELU(W1 x + b1) + b2), GELU exact (erf), in float64, one vector at a time."""
+    if head is None:
+        return [float(v) for v in x]
+    first, second = head[0], head[2]
+    w1, b1, w2, b2 = (t.detach().double().tolist() for t in (first.weight, first.bias, second.weight, second.bias))
+    gelu = lambda v: 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0)))  # noqa: E731
+    hidden = [gelu(sum(w * v for w, v in zip(row, x)) + b) for row, b in zip(w1, b1)]
+    return [gelu(sum(w * v for w, v in zip(row, hidden)) + b) for row, b in zip(w2, b2)]
+
+
+def hand_loss(c, views, variant, tau, head):
+    """The paper's equations term by term: c (b, d), views (b, K, d) as nested lists."""
+    c = [hand_head(x, head) for x in c]
+    h = [[hand_head(x, head) for x in row] for row in views]
+    b = len(c)
+
+    def phi(u, v):
+        cos = sum(x * y for x, y in zip(u, v)) / math.sqrt(sum(x * x for x in u) * sum(y * y for y in v))
+        return math.exp(cos / tau)
+
+    if variant == "opt3":
+        num_layers = len(h[0])
+        total = 0.0
+        for i in range(b):
+            negatives = sum(phi(c[i], h[m][n]) for m in range(b) if m != i for n in range(num_layers))
+            for k in range(num_layers):
+                positive = phi(c[i], h[i][k])
+                total += -math.log(positive / (positive + negatives))
+        return total / (b * num_layers)
+    h = [row[0] for row in h]
+    if variant == "base":
+        x = c + h
+        match = lambda m: m + b if m < b else m - b  # noqa: E731
+        total = 0.0
+        for m in range(2 * b):
+            z = sum(phi(x[m], x[n]) for n in range(2 * b) if n != m)
+            total += -math.log(phi(x[m], x[match(m)]) / z)
+        return total / (2 * b)
+    total = 0.0
+    for i in range(b):
+        z = sum(phi(c[i], h[j]) for j in range(b))
+        if variant == "opt1":
+            z += sum(phi(c[i], c[j]) for j in range(b) if j != i)
+        total += -math.log(phi(c[i], h[i]) / z)
+    return total / b
+
+
+@pytest.mark.parametrize("with_head", [True, False], ids=["head", "no_head"])
+@pytest.mark.parametrize("tau", [0.01, 0.5])
+@pytest.mark.parametrize("variant", ["base", "opt1", "opt2", "opt3"])
+def test_losses_equal_float64_hand_computation(variant, tau, with_head):
+    g = torch.Generator().manual_seed(7)
+    b, num_layers, d = 4, 3, 5
+    c = torch.randn(b, d, generator=g)
+    views = torch.randn(b, num_layers if variant == "opt3" else 1, d, generator=g)
+    head = None
+    if with_head:
+        head = ProjectionHead(d, width=6)
+        with torch.no_grad():  # larger than the N(0, 0.02) start, so that the head is far from linear
+            for p in head.parameters():
+                p.copy_(torch.randn(p.shape, generator=g))
+    project = (lambda x: x) if head is None else head
+    loss = SelfGuidedLoss(variant, temperature=tau, reg_lambda=0.1)
+    distance = torch.tensor(0.7)
+    with torch.no_grad():
+        value = loss(project(c), project(views), distance).item()
+    expected = hand_loss(c.tolist(), views.tolist(), variant, tau, head) + 0.1 * 0.7
+    assert value == pytest.approx(expected, rel=1e-5, abs=1e-4)
+
+
+def test_loss_variants_differ_and_bad_input_is_refused():
+    g = torch.Generator().manual_seed(1)
+    c, h = torch.randn(4, 3, generator=g), torch.randn(4, 1, 3, generator=g)
+    zero = torch.tensor(0.0)
+    values = {v: SelfGuidedLoss(v, temperature=0.5)(c, h, zero).item() for v in ("base", "opt1", "opt2")}
+    assert values["opt1"] > values["opt2"]  # the opt1 normaliser adds the c_j terms to opt2's
+    assert len(set(values.values())) == 3
+    with pytest.raises(ValueError, match="one sampled view"):
+        SelfGuidedLoss("opt2")(c, torch.randn(4, 2, 3), zero)
+    with pytest.raises(ValueError, match="loss variant"):
+        SelfGuidedLoss("opt4")
+    with pytest.raises(ValueError, match="temperature"):
+        SelfGuidedLoss(temperature=0.0)
+    with pytest.raises(ValueError, match="sampler set, but --loss_variant opt3"):
+        SGBERTArguments(sampler="uniform_per_batch")
+    with pytest.raises(ValueError, match="projection_size set, but --no_projection_head"):
+        SGBERTArguments(projection_head=False, projection_size=768)
+    with pytest.raises(ValueError, match="distinct layers"):
+        SGBERTArguments(layers=[1, 1])
+    with pytest.raises(ValueError, match="loss_variant"):
+        SGBERTArguments(loss_variant="sg")
+
+
+# --- the encoder ------------------------------------------------------------------------------
+
+
+def make_encoder(model_dir, **kwargs):
+    encoder = CSEModel.from_pretrained(model_dir, pooler_type="cls_before_pooler")
+    return SelfGuidedEncoder(encoder.backbone, encoder.tokenizer, **kwargs)
+
+
+@pytest.mark.parametrize("pooling", ["max", "mean", "cls"])
+def test_token_pooling_ignores_padding(tiny_bert, pooling):
+    model = make_encoder(tiny_bert, token_pooling=pooling, layers=[0, 2])
+    g = torch.Generator().manual_seed(0)
+    states = [torch.randn(2, 4, 3, generator=g) for _ in range(3)]
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    for layer in states:
+        layer[mask == 0] = 1e30  # a huge padded value would win any max and swamp any mean
+    views = model.layer_views(states, mask)
+    assert views.shape == (2, 2, 3)
+    for i, length in enumerate((3, 2)):
+        for j, k in enumerate((0, 2)):
+            real = states[k][i, :length].double()
+            expected = {"max": real.max(0).values, "mean": real.mean(0), "cls": real[0]}[pooling]
+            torch.testing.assert_close(views[i, j].double(), expected, rtol=1e-6, atol=1e-6)
+    # and through BERT_F itself: a sentence's views do not depend on the padding a batch gives it
+    model.train()  # BERT_F stays in eval mode, so its views are deterministic
+    assert not model.fixed_backbone.training and model.backbone.training
+    tok = model.tokenizer
+    pair = ["a short one", "a much longer sentence with many more tokens in it"]
+    batch = tok(pair, padding=True, return_tensors="pt")
+    alone = tok(["a short one"], return_tensors="pt")
+    with torch.no_grad():
+        padded = model.fixed_backbone(**batch, output_hidden_states=True).hidden_states
+        single = model.fixed_backbone(**alone, output_hidden_states=True).hidden_states
+    torch.testing.assert_close(
+        model.layer_views(padded, batch["attention_mask"])[:1], model.layer_views(single, alone["attention_mask"])
+    )
+
+
+def test_sampler_draws_one_layer_per_sentence_or_per_batch(tiny_bert):
+    views = torch.arange(64 * 3, dtype=torch.float32).view(64, 3, 1).expand(64, 3, 2)
+    set_seed(0)
+    model = make_encoder(tiny_bert, sample_views=True)
+    picked = model.sample(views)
+    assert picked.shape == (64, 1, 2)
+    layers = (picked[:, 0, 0] - torch.arange(64) * 3).long()  # the layer each sentence got
+    assert set(layers.tolist()) == {0, 1, 2}  # uniform over the three layers (0: embeddings)
+    model.sampler = "uniform_per_batch"
+    layers = (model.sample(views)[:, 0, 0] - torch.arange(64) * 3).long()
+    assert len(set(layers.tolist())) == 1
+    with pytest.raises(ValueError, match=r"layers \[3\] do not exist"):
+        make_encoder(tiny_bert, layers=[0, 3])
+
+
+# --- training ---------------------------------------------------------------------------------
+
+
+def make_trainer(model_dir, out, *, variant="opt3", max_steps=3, batch=4, callbacks=None, seed=0, **training):
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    dataset = datasets.Dataset.from_dict(dict(tok(SENTENCES, truncation=True, max_length=32)))
+    set_seed(seed)
+    loss = SelfGuidedLoss(variant, temperature=0.05, reg_lambda=0.1)
+    model = make_encoder(model_dir, projection_size=16, sample_views=not loss.uses_all_views)
+    args = dict(
+        output_dir=str(out),
+        per_device_train_batch_size=batch,
+        max_steps=max_steps,
+        learning_rate=1e-3,
+        adam_beta2=0.9,
+        eval_strategy="no",
+        save_strategy="no",
+        load_best_model_at_end=False,
+        use_cpu=True,
+        report_to=[],
+        disable_tqdm=True,
+        seed=seed,
+    )
+    args.update(training)
+    return SGTrainer(
+        model=model,
+        args=CSETrainingArguments(**args),
+        train_dataset=dataset,
+        data_collator=TwoViewCollator(tok),
+        processing_class=tok,
+        loss=loss,
+        senteval_data_dir=SENTEVAL,
+        callbacks=callbacks,
+    )
+
+
+@pytest.mark.parametrize("variant", ["base", "opt3"])
+def test_bert_f_and_the_embedding_layer_stay_fixed_and_l_reg_is_the_squared_distance(tiny_bert, tmp_path, variant):
+    trainer = make_trainer(tiny_bert, tmp_path, variant=variant)
+    model = trainer.model
+    start = AutoModel.from_pretrained(tiny_bert).state_dict()
+    trainer.train()
+    optimized = {id(p) for group in trainer.optimizer.param_groups for p in group["params"]}
+    assert not any(id(p) in optimized for p in model.fixed_backbone.parameters())
+    assert not any(id(p) in optimized for p in model.backbone.embeddings.parameters())
+    assert all(id(p) in optimized for p in model.projection_head.parameters())
+    for name, value in model.fixed_backbone.state_dict().items():
+        assert torch.equal(value, start[name]), name
+    tuned = model.backbone.state_dict()
+    for name in tuned:
+        if name.startswith(("embeddings.", "pooler.")):
+            assert torch.equal(tuned[name], start[name]), name
+    moved = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(tuned[moved], start[moved])
+    # L_reg over every parameter of BERT, in float64
+    expected = sum(((tuned[n].double() - start[n].double()) ** 2).sum().item() for n in start)
+    assert model.parameter_distance().item() == pytest.approx(expected, rel=1e-5)
+    assert expected > 0
+
+
+def test_resume_equals_an_uninterrupted_run_bert_f_included(tiny_bert, tmp_path):
+    k = 2
+    common = dict(max_steps=2 * k, save_strategy="steps", save_steps=k)
+
+    class StopAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = state.global_step == k
+
+    straight = make_trainer(tiny_bert, tmp_path / "straight", **common)
+    straight.train()
+    make_trainer(tiny_bert, tmp_path / "cut", callbacks=[StopAt()], **common).train()
+    checkpoint = tmp_path / "cut" / f"checkpoint-{k}"
+    assert any(key.startswith("fixed_backbone.") for key in load_file(str(checkpoint / "model.safetensors")))
+    resumed = make_trainer(tiny_bert, tmp_path / "cut", **common)
+    with torch.no_grad():  # BERT_F must come back from the checkpoint, not from how this run built it
+        for p in resumed.model.fixed_backbone.parameters():
+            p.add_(1.0)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    start = AutoModel.from_pretrained(tiny_bert).state_dict()
+    for name, value in resumed.model.fixed_backbone.state_dict().items():
+        assert torch.equal(value, start[name]), name
+    for (name, x), y in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
+        torch.testing.assert_close(y, x, rtol=1e-5, atol=1e-6, msg=name)
+    # a checkpoint of another layout (here: without the head's weights) is refused
+    bare = make_trainer(tiny_bert, tmp_path / "cut", **common)
+    bare.model.projection_head = None
+    with pytest.raises(ValueError, match="saved by a different model.*projection_head"):
+        bare.train(resume_from_checkpoint=str(tmp_path / "cut" / f"checkpoint-{2 * k}"))
+
+
+# --- corpus, configs, paper rows, run_sgbert.py ----------------------------------------------
+
+
+def test_stsb_corpus_is_every_sentence_of_train_dev_and_test():
+    sentences = stsb_sentences(SENTEVAL)
+    assert len(sentences) == 2 * (5749 + 1500 + 1379)
+    base = os.path.join(SENTEVAL, "STS", "STSBenchmark")
+    with open(os.path.join(base, "sts-train.csv"), encoding="utf-8") as f:
+        first = f.readline().rstrip("\n").split("\t")
+    with open(os.path.join(base, "sts-test.csv"), encoding="utf-8") as f:
+        last = f.readlines()[-1].rstrip("\n").split("\t")
+    assert sentences[:2] == [first[5], first[6]]
+    assert sentences[-2:] == [" ".join(last[5].split()), " ".join(last[6].split())]
+
+
+def test_shipped_config_holds_table_8_and_paper_rows_are_stored():
+    model_args, data_args, train_args, sg_args = parse_args(
+        (ModelArguments, DataArguments, CSETrainingArguments, SGBERTArguments),
+        [f"{REPO}/configs/sgbert_bert_base.yaml", "--output_dir", "o"],
+    )
+    assert (model_args.model_name_or_path, model_args.pooler_type, model_args.temp) == (
+        "bert-base-uncased",
+        "cls_before_pooler",
+        0.01,
+    )
+    assert (train_args.per_device_train_batch_size, train_args.learning_rate, train_args.num_train_epochs) == (
+        16,
+        5e-5,
+        1.0,
+    )
+    assert (train_args.adam_beta1, train_args.adam_beta2, train_args.eval_steps) == (0.9, 0.9, 50)
+    assert (sg_args.loss_variant, sg_args.reg_lambda, sg_args.token_pooling, sg_args.projection_size) == (
+        "opt3",
+        0.1,
+        "max",
+        4096,
+    )
+    assert sg_args.early_stopping_patience == 10 and sg_args.layers is None and data_args.train_file is None
+    rows = load_paper_results()
+    assert rows["sgbert_bert_base_sg_opt"]["scores"]["STS-B"] == 77.23
+    assert rows["sgbert_bert_base_sg_opt"]["scores"]["STS12"] == 66.84
+    assert rows["sgbert_table5_no_projection_head"]["scores"] == {"Avg.": 72.78}
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--loss_variant", "base"],
+        ["--loss_variant", "opt1", "--sampler", "uniform_per_batch"],
+        ["--loss_variant", "opt2", "--token_pooling", "mean", "--layers", "1", "2"],
+        ["--loss_variant", "opt3", "--no_projection_head", "--fixed_encoder_dropout", "true"],
+    ],
+    ids=["base", "opt1", "opt2", "opt3"],
+)
+def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, flags):
+    out = str(tmp_path / "run")
+    args = [os.path.join(REPO, "run_sgbert.py"), f"{REPO}/configs/sgbert_bert_base.yaml"]
+    args += ["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_train_samples", "192"]
+    args += ["--per_device_train_batch_size", "8", "--max_steps", "24", "--eval_steps", "12", "--logging_steps", "6"]
+    args += ["--projection_size", "64", "--learning_rate", "1e-3", "--use_cpu", "true", "--disable_tqdm", "true"]
+    args += ["--final_eval", "none", "--early_stopping_patience", "5"]
+    if "--no_projection_head" in flags:
+        args.remove("--projection_size")
+        args.remove("64")
+    env = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run(
+        [sys.executable, *args, *flags], capture_output=True, text=True, env=env, timeout=600, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    # no --train_file: the paper's corpus, every STS-B sentence, built in the output directory
+    with open(os.path.join(out, "stsb_sentences.txt"), encoding="utf-8") as f:
+        assert sum(1 for _ in f) == 17256
+    with open(os.path.join(out, "trainer_state.json")) as f:
+        state = json.load(f)
+    history = state["log_history"]
+    assert sum("eval_stsb_spearman" in entry for entry in history) == 2
+    losses = [entry for entry in history if "loss" in entry]
+    assert len(losses) == 4 and all(entry["parameter_distance"] > 0 for entry in losses)
+    assert "EarlyStoppingCallback" in state["stateful_callbacks"]
+    checkpoint = load_file(os.path.join(state["best_model_checkpoint"], "model.safetensors"))
+    assert any(k.startswith("fixed_backbone.") for k in checkpoint)
+    assert any(k.startswith("projection_head.") for k in checkpoint) == ("--no_projection_head" not in flags)
+    # the export is BERT_T alone, a plain model whose embedding is its last-layer [CLS]
+    with open(os.path.join(out, "cse_config.json")) as f:
+        assert json.load(f)["pooler"] == "cls_before_pooler"
+    exported = AutoModel.from_pretrained(out)
+    for key, value in exported.state_dict().items():
+        assert torch.equal(value, checkpoint[f"backbone.{key}"]), key
+    with open(os.path.join(out, "run_args.json")) as f:
+        assert json.load(f)["method"]["loss_variant"] == flags[1]
