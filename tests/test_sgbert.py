@@ -5,6 +5,7 @@ resumption, the STS-B corpus, and ``run_sgbert.py`` end to end with each loss va
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, TrainerCallback, set_seed
 
+import run_sgbert
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.data import TwoViewCollator
 from cse.losses.sgbert import ProjectionHead, SelfGuidedLoss
@@ -329,21 +331,28 @@ def test_shipped_config_holds_table_8_and_paper_rows_are_stored():
     ],
     ids=["base", "opt1", "opt2", "opt3"],
 )
-def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, flags):
+def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, monkeypatch, flags):
     out = str(tmp_path / "run")
-    args = [os.path.join(REPO, "run_sgbert.py"), f"{REPO}/configs/sgbert_bert_base.yaml"]
-    args += ["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_train_samples", "192"]
-    args += ["--per_device_train_batch_size", "8", "--max_steps", "24", "--eval_steps", "12", "--logging_steps", "6"]
-    args += ["--projection_size", "64", "--learning_rate", "1e-3", "--use_cpu", "true", "--disable_tqdm", "true"]
-    args += ["--final_eval", "none", "--early_stopping_patience", "5"]
-    if "--no_projection_head" in flags:
-        args.remove("--projection_size")
-        args.remove("64")
-    env = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(
-        [sys.executable, *args, *flags], capture_output=True, text=True, env=env, timeout=600, cwd=REPO
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    args = [f"{REPO}/configs/sgbert_bert_base.yaml", "--model_name_or_path", tiny_bert, "--output_dir", out]
+    args += ["--max_train_samples", "192", "--per_device_train_batch_size", "8", "--max_steps", "24"]
+    args += ["--eval_steps", "12", "--logging_steps", "6", "--learning_rate", "1e-3", "--use_cpu", "true"]
+    args += ["--disable_tqdm", "true", "--final_eval", "none", "--early_stopping_patience", "5"]
+    if "--no_projection_head" not in flags:
+        args += ["--projection_size", "64"]
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)
+    if flags[1] == "opt3":  # the command line once; the other variants in this process (imports take long)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+        proc = subprocess.run(
+            [sys.executable, os.path.join(REPO, "run_sgbert.py"), *args, *flags],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            cwd=REPO,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    else:
+        run_sgbert.main([*args, *flags])
     # no --train_file: the paper's corpus, every STS-B sentence, built in the output directory
     with open(os.path.join(out, "stsb_sentences.txt"), encoding="utf-8") as f:
         assert sum(1 for _ in f) == 17256
@@ -365,3 +374,38 @@ def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, flags):
         assert torch.equal(value, checkpoint[f"backbone.{key}"]), key
     with open(os.path.join(out, "run_args.json")) as f:
         assert json.load(f)["method"]["loss_variant"] == flags[1]
+
+
+def test_scripts_train_eight_seeds_per_row_and_print_each_beside_its_paper_row(tmp_path):
+    from .test_scripts import launches
+
+    rows = load_paper_results()
+    runs, printed = launches(tmp_path / "t5", "scripts/sgbert/table5_ablations.sh")
+    assert len(runs) == 9 * 8
+    seeds = [run[run.index("--seed") + 1] for run in runs]
+    assert seeds == ["1", "2", "3", "4", "1234", "2345", "3456", "7890"] * 9
+    assert all(run[4:6] == ["run_sgbert.py", "configs/sgbert_bert_base.yaml"] and run[-1] == "16" for run in runs)
+    settings = [" ".join(run[run.index("--seed") + 2 : run.index("--output_dir")]) for run in runs[::8]]
+    assert settings == [
+        "--loss_variant opt3",
+        "--loss_variant opt2",
+        "--loss_variant opt1",
+        "--loss_variant base",
+        "--temp 0.1",
+        "--temp 0.001",
+        "--reg_lambda 0.0",
+        "--reg_lambda 1.0",
+        "--no_projection_head",
+    ]
+    compared = re.findall(r"python -m cse.results ((?:\S+\.json )+)--paper_row (\w+)", printed)
+    assert [len(jsons.split()) for jsons, _ in compared] == [8] * 9
+    assert all(row in rows and rows[row]["table"] == "Table 5" for _, row in compared)
+    # the other scripts: every paper row they name exists (the row is sgbert_seeds' second argument)
+    for script in ("table1_main.sh", "table11_roberta.sh", "fig4_nli_domain.sh"):
+        with open(os.path.join(REPO, "scripts", "sgbert", script), encoding="utf-8") as f:
+            named = re.findall(r"sgbert_seeds \S+ (\w+)", f.read())
+        assert named and all(row in rows for row in named), script
+    env = {**os.environ, "NLI_FILE": str(tmp_path / "missing.txt")}
+    script = ["bash", "scripts/sgbert/fig4_nli_domain.sh"]
+    proc = subprocess.run(script, cwd=REPO, env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "set NLI_FILE" in proc.stderr
