@@ -30,6 +30,8 @@ def main(argv=None):
             f"SG-BERT's sentence embedding is BERT_T's last-layer [CLS] (c_i): --pooler_type must be "
             f"cls_before_pooler, got {model_args.pooler_type!r}"
         )
+    if sg_args.early_stopping_patience and training_args.eval_strategy == "no":
+        raise ValueError("--early_stopping_patience needs evaluations: set --eval_strategy steps, or pass 0")
     setup_logging(training_args)
     if data_args.train_file is None and data_args.dataset_name is None:
         data_args.train_file = os.path.join(training_args.output_dir, "stsb_sentences.txt")
@@ -50,7 +52,7 @@ def main(argv=None):
         fixed_encoder_dropout=sg_args.fixed_encoder_dropout,
     )
     callbacks = []
-    if sg_args.early_stopping_patience is not None:
+    if sg_args.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=sg_args.early_stopping_patience))
     return train_and_evaluate(
         model_args,

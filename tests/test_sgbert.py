@@ -132,6 +132,13 @@ def test_loss_variants_differ_and_bad_input_is_refused():
         SGBERTArguments(layers=[1, 1])
     with pytest.raises(ValueError, match="loss_variant"):
         SGBERTArguments(loss_variant="sg")
+    with pytest.raises(ValueError, match="early_stopping_patience"):
+        SGBERTArguments(early_stopping_patience=-1)
+    config = [f"{REPO}/configs/sgbert_bert_base.yaml", "--output_dir", "unused"]
+    with pytest.raises(ValueError, match="early_stopping_patience needs evaluations"):
+        run_sgbert.main([*config, "--eval_strategy", "no", "--load_best_model_at_end", "false"])
+    with pytest.raises(ValueError, match="pooler_type must be cls_before_pooler"):
+        run_sgbert.main([*config, "--pooler_type", "avg"])
 
 
 # --- the encoder ------------------------------------------------------------------------------

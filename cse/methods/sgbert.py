@@ -80,9 +80,12 @@ class SGBERTArguments:
         default=False,
         metadata={"help": "Run BERT_F with dropout active, as the released code does (default: eval mode)."},
     )
-    early_stopping_patience: int | None = field(
+    early_stopping_patience: int = field(
         default=10,
-        metadata={"help": "Stop after this many evaluations without a better STS-B dev score (Table 8: 10)."},
+        metadata={
+            "help": "Stop after this many evaluations without a better STS-B dev score (Table 8: 10); 0: train "
+            "the whole epoch."
+        },
     )
 
     def __post_init__(self):
@@ -98,8 +101,8 @@ class SGBERTArguments:
             raise ValueError(f"--projection_size must be positive, got {self.projection_size}")
         if self.layers is not None and (not self.layers or len(set(self.layers)) != len(self.layers)):
             raise ValueError(f"--layers must name distinct layers, got {self.layers}")
-        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
-            raise ValueError("--early_stopping_patience must be at least 1 (omit it to train the full epoch)")
+        if self.early_stopping_patience < 0:
+            raise ValueError(f"--early_stopping_patience must not be negative, got {self.early_stopping_patience}")
 
 
 class SelfGuidedEncoder(CSEModel):
