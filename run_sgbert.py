@@ -3,7 +3,8 @@
 towards views of the same sentence from a frozen copy's hidden layers. --loss_variant opt3 (SG-OPT,
 the default), base (SG), opt1, opt2; Table 5 ablations: --temp, --reg_lambda, --no_projection_head.
 
-python run_sgbert.py --model_name_or_path bert-base-uncased --output_dir result/sgbert
+python run_sgbert.py configs/sgbert_bert_base.yaml --output_dir result/sgbert   # Table 8's settings
+python run_sgbert.py --model_name_or_path bert-base-uncased --pooler_type cls_before_pooler --temp 0.01 ...
 accelerate launch run_sgbert.py configs/sgbert_bert_base.yaml --seed 1
 
 Without --train_file (or --dataset_name) the corpus is the paper's: every STS-B train, dev and test

@@ -315,6 +315,7 @@ def test_shipped_config_holds_table_8_and_paper_rows_are_stored():
         1.0,
     )
     assert (train_args.adam_beta1, train_args.adam_beta2, train_args.eval_steps) == (0.9, 0.9, 50)
+    assert (train_args.weight_decay, train_args.warmup_steps, train_args.fp16) == (0.0, 0.1, False)  # released code
     assert (sg_args.loss_variant, sg_args.reg_lambda, sg_args.token_pooling, sg_args.projection_size) == (
         "opt3",
         0.1,
