@@ -100,6 +100,16 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None) -> s
     return checkpoint
 
 
+def resolve_checkpoint(resume_from_checkpoint, output_dir: str) -> str | None:
+    """``Trainer.train``'s ``resume_from_checkpoint`` as a path: ``True`` means the last checkpoint in
+    ``output_dir`` (an error if there is none), for trainers that must inspect it before resuming."""
+    if resume_from_checkpoint is True:
+        resume_from_checkpoint = get_last_checkpoint(output_dir)
+        if resume_from_checkpoint is None:
+            raise ValueError(f"no checkpoint to resume from in {output_dir}")
+    return resume_from_checkpoint or None
+
+
 def check_best_model_loaded(trainer) -> None:
     """``load_best_model_at_end`` only warns when the best checkpoint has gone missing; exporting the
     last model as if it were the best would be worse than stopping."""

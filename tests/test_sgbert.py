@@ -27,14 +27,14 @@ from cse.stsb_corpus import stsb_sentences
 from .conftest import DATA, REPO, SENTEVAL
 
 SENTENCES = [
-    "a cat sat on the mat",
-    "dogs bark loudly at night",
-    "the sun rises in the east",
-    "rain again today in the city",
-    "one more sentence for the batch",
-    "last of all comes the end",
-    "trees grow slowly in winter",
-    "rivers run to the sea",
+    "a plane is taking off",
+    "a man is playing a flute",
+    "three men are playing chess",
+    "a woman is slicing an onion",
+    "the lake froze over in january",
+    "kids built a fort of pillows",
+    "the bakery sells bread at dawn",
+    "a storm knocked out the power",
 ]
 
 # --- the losses -------------------------------------------------------------------------------
@@ -197,32 +197,25 @@ def test_sampler_draws_one_layer_per_sentence_or_per_batch(tiny_bert):
 # --- training ---------------------------------------------------------------------------------
 
 
+# A CPU run without evaluation, checkpoints or reporting, unless a test asks for them.
+QUIET_CPU = dict(
+    use_cpu=True, report_to=[], disable_tqdm=True, eval_strategy="no", save_strategy="no", load_best_model_at_end=False
+)
+
+
 def make_trainer(model_dir, out, *, variant="opt3", max_steps=3, batch=4, callbacks=None, seed=0, **training):
     tok = AutoTokenizer.from_pretrained(model_dir)
     dataset = datasets.Dataset.from_dict(dict(tok(SENTENCES, truncation=True, max_length=32)))
     set_seed(seed)
     loss = SelfGuidedLoss(variant, temperature=0.05, reg_lambda=0.1)
     model = make_encoder(model_dir, projection_size=16, sample_views=not loss.uses_all_views)
-    args = dict(
-        output_dir=str(out),
-        per_device_train_batch_size=batch,
-        max_steps=max_steps,
-        learning_rate=1e-3,
-        adam_beta2=0.9,
-        eval_strategy="no",
-        save_strategy="no",
-        load_best_model_at_end=False,
-        use_cpu=True,
-        report_to=[],
-        disable_tqdm=True,
-        seed=seed,
-    )
-    args.update(training)
+    args = {**QUIET_CPU, "learning_rate": 1e-3, "adam_beta2": 0.9, "seed": seed, **training}
+    args = CSETrainingArguments(str(out), per_device_train_batch_size=batch, max_steps=max_steps, **args)
     return SGTrainer(
-        model=model,
-        args=CSETrainingArguments(**args),
-        train_dataset=dataset,
-        data_collator=TwoViewCollator(tok),
+        model,
+        args,
+        TwoViewCollator(tok),
+        dataset,
         processing_class=tok,
         loss=loss,
         senteval_data_dir=SENTEVAL,
@@ -282,6 +275,8 @@ def test_resume_equals_an_uninterrupted_run_bert_f_included(tiny_bert, tmp_path)
     bare.model.projection_head = None
     with pytest.raises(ValueError, match="saved by a different model.*projection_head"):
         bare.train(resume_from_checkpoint=str(tmp_path / "cut" / f"checkpoint-{2 * k}"))
+    with pytest.raises(ValueError, match="no checkpoint to resume from"):
+        make_trainer(tiny_bert, tmp_path / "empty", **common).train(resume_from_checkpoint=True)
 
 
 # --- corpus, configs, paper rows, run_sgbert.py ----------------------------------------------

@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 
 import torch
 from safetensors import safe_open
-from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import SAFE_WEIGHTS_NAME
 
 from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead
 from ..modeling import CSEModel
 from ..pooling import masked_max, masked_mean
+from ..resume import resolve_checkpoint
 from ..trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
@@ -246,10 +246,7 @@ class SGTrainer(CSETrainer):
             )
 
     def train(self, resume_from_checkpoint=None, **kwargs):
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
+        resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
         if resume_from_checkpoint:
             self.check_checkpoint_holds_the_model(resume_from_checkpoint)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
