@@ -3,8 +3,8 @@
 towards views of the same sentence from a frozen copy's hidden layers. --loss_variant opt3 (SG-OPT,
 the default), base (SG), opt1, opt2; Table 5 ablations: --temp, --reg_lambda, --no_projection_head.
 
-python run_sgbert.py configs/sgbert_bert_base.yaml --output_dir result/sgbert   # Table 8's settings
-python run_sgbert.py --model_name_or_path bert-base-uncased --pooler_type cls_before_pooler --temp 0.01 ...
+python run_sgbert.py --output_dir result/sgbert            # Table 8's settings are the defaults
+python run_sgbert.py configs/sgbert_bert_base.yaml --output_dir result/sgbert   # the same, written out
 accelerate launch run_sgbert.py configs/sgbert_bert_base.yaml --seed 1
 
 Without --train_file (or --dataset_name) the corpus is the paper's: every STS-B train, dev and test
@@ -15,16 +15,23 @@ import os
 
 from transformers import EarlyStoppingCallback, set_seed
 
-from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.arguments import parse_args
 from cse.losses.sgbert import SelfGuidedLoss
-from cse.methods.sgbert import SelfGuidedEncoder, SGBERTArguments, SGTrainer
+from cse.methods.sgbert import (
+    SelfGuidedEncoder,
+    SGBERTArguments,
+    SGDataArguments,
+    SGModelArguments,
+    SGTrainer,
+    SGTrainingArguments,
+)
 from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
 from cse.stsb_corpus import write_stsb_corpus
 
 
 def main(argv=None):
     model_args, data_args, training_args, sg_args = parse_args(
-        (ModelArguments, DataArguments, CSETrainingArguments, SGBERTArguments), argv
+        (SGModelArguments, SGDataArguments, SGTrainingArguments, SGBERTArguments), argv
     )
     if model_args.pooler_type != "cls_before_pooler":
         raise ValueError(
@@ -33,6 +40,8 @@ def main(argv=None):
         )
     if sg_args.early_stopping_patience and training_args.eval_strategy == "no":
         raise ValueError("--early_stopping_patience needs evaluations: set --eval_strategy steps, or pass 0")
+    if sg_args.early_stopping_patience and training_args.metric_for_best_model is None:
+        raise ValueError("--early_stopping_patience needs --metric_for_best_model (stsb_spearman), or pass 0")
     setup_logging(training_args)
     if data_args.train_file is None and data_args.dataset_name is None:
         data_args.train_file = os.path.join(training_args.output_dir, "stsb_sentences.txt")

@@ -2,6 +2,7 @@
 token pooling with padding, the frozen BERT_F and embedding layer after training, L_reg by hand,
 resumption, the STS-B corpus, and ``run_sgbert.py`` end to end with each loss variant."""
 
+import dataclasses
 import json
 import math
 import os
@@ -16,10 +17,17 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, TrainerCallback, set_seed
 
 import run_sgbert
-from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.arguments import CSETrainingArguments, ModelArguments, parse_args
 from cse.data import TwoViewCollator
 from cse.losses.sgbert import ProjectionHead, SelfGuidedLoss
-from cse.methods.sgbert import SelfGuidedEncoder, SGBERTArguments, SGTrainer
+from cse.methods.sgbert import (
+    SelfGuidedEncoder,
+    SGBERTArguments,
+    SGDataArguments,
+    SGModelArguments,
+    SGTrainer,
+    SGTrainingArguments,
+)
 from cse.modeling import CSEModel
 from cse.results import load_paper_results
 from cse.stsb_corpus import stsb_sentences
@@ -111,7 +119,7 @@ def test_losses_equal_float64_hand_computation(variant, tau, with_head):
     assert value == pytest.approx(expected, rel=1e-5, abs=1e-4)
 
 
-def test_loss_variants_differ_and_bad_input_is_refused():
+def test_loss_variants_differ_and_bad_input_is_refused(tmp_path):
     g = torch.Generator().manual_seed(1)
     c, h = torch.randn(4, 3, generator=g), torch.randn(4, 1, 3, generator=g)
     zero = torch.tensor(0.0)
@@ -138,7 +146,15 @@ def test_loss_variants_differ_and_bad_input_is_refused():
     with pytest.raises(ValueError, match="early_stopping_patience needs evaluations"):
         run_sgbert.main([*config, "--eval_strategy", "no", "--load_best_model_at_end", "false"])
     with pytest.raises(ValueError, match="pooler_type must be cls_before_pooler"):
-        run_sgbert.main([*config, "--pooler_type", "avg"])
+        run_sgbert.main(["--output_dir", "unused", "--pooler_type", "avg"])
+    with pytest.raises(ValueError, match="mlp_only_train needs --pooler_type cls"):
+        run_sgbert.main(["--output_dir", "unused", "--mlp_only_train", "true"])
+    no_metric = tmp_path / "no_metric.yaml"
+    no_metric.write_text("metric_for_best_model: null\nload_best_model_at_end: false\n")
+    with pytest.raises(ValueError, match="early_stopping_patience needs --metric_for_best_model"):
+        run_sgbert.main([str(no_metric), "--output_dir", "unused"])
+    with pytest.raises(ValueError, match="reg_lambda must not be negative"):
+        SelfGuidedLoss(reg_lambda=-0.1)
 
 
 # --- the encoder ------------------------------------------------------------------------------
@@ -247,9 +263,15 @@ def test_bert_f_and_the_embedding_layer_stay_fixed_and_l_reg_is_the_squared_dist
     assert expected > 0
 
 
+def test_a_batch_of_one_sentence_is_refused(tiny_bert, tmp_path):
+    with pytest.raises(ValueError, match="global batch is 1 sentence"):
+        make_trainer(tiny_bert, tmp_path, batch=1)
+
+
 def test_resume_equals_an_uninterrupted_run_bert_f_included(tiny_bert, tmp_path):
     k = 2
-    common = dict(max_steps=2 * k, save_strategy="steps", save_steps=k)
+    # L_base draws each sentence's view: the sampler's random state must come back too
+    common = dict(variant="base", max_steps=2 * k, save_strategy="steps", save_steps=k)
 
     class StopAt(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
@@ -294,22 +316,20 @@ def test_stsb_corpus_is_every_sentence_of_train_dev_and_test():
     assert sentences[-2:] == [" ".join(last[5].split()), " ".join(last[6].split())]
 
 
-def test_shipped_config_holds_table_8_and_paper_rows_are_stored():
-    model_args, data_args, train_args, sg_args = parse_args(
-        (ModelArguments, DataArguments, CSETrainingArguments, SGBERTArguments),
-        [f"{REPO}/configs/sgbert_bert_base.yaml", "--output_dir", "o"],
-    )
-    assert (model_args.model_name_or_path, model_args.pooler_type, model_args.temp) == (
-        "bert-base-uncased",
-        "cls_before_pooler",
-        0.01,
-    )
+def test_table_8_is_the_default_without_a_config_and_the_shipped_config_repeats_it():
+    types = (SGModelArguments, SGDataArguments, SGTrainingArguments, SGBERTArguments)
+    bare = parse_args(types, ["--output_dir", "o"])
+    shipped = parse_args(types, [f"{REPO}/configs/sgbert_bert_base.yaml", "--output_dir", "o"])
+    for ours, theirs in zip(bare, shipped):
+        assert dataclasses.asdict(ours) == dataclasses.asdict(theirs), type(ours).__name__
+    model_args, data_args, train_args, sg_args = bare
+    assert (model_args.pooler_type, model_args.temp, model_args.mlp_only_train) == ("cls_before_pooler", 0.01, False)
     assert (train_args.per_device_train_batch_size, train_args.learning_rate, train_args.num_train_epochs) == (
         16,
         5e-5,
         1.0,
     )
-    assert (train_args.adam_beta1, train_args.adam_beta2, train_args.eval_steps) == (0.9, 0.9, 50)
+    assert (train_args.adam_beta1, train_args.adam_beta2, train_args.eval_steps, train_args.seed) == (0.9, 0.9, 50, 1)
     assert (train_args.weight_decay, train_args.warmup_steps, train_args.fp16) == (0.0, 0.1, False)  # released code
     assert (sg_args.loss_variant, sg_args.reg_lambda, sg_args.token_pooling, sg_args.projection_size) == (
         "opt3",
@@ -318,6 +338,10 @@ def test_shipped_config_holds_table_8_and_paper_rows_are_stored():
         4096,
     )
     assert sg_args.early_stopping_patience == 10 and sg_args.layers is None and data_args.train_file is None
+    assert data_args.max_seq_length == 128
+    # the other methods keep SimCSE's defaults
+    simcse = parse_args((ModelArguments, CSETrainingArguments), ["--output_dir", "o"])
+    assert (simcse[0].pooler_type, simcse[0].temp, simcse[1].per_device_train_batch_size) == ("cls", 0.05, 64)
     rows = load_paper_results()
     assert rows["sgbert_bert_base_sg_opt"]["scores"]["STS-B"] == 77.23
     assert rows["sgbert_bert_base_sg_opt"]["scores"]["STS12"] == 66.84
@@ -336,14 +360,14 @@ def test_shipped_config_holds_table_8_and_paper_rows_are_stored():
 )
 def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, monkeypatch, flags):
     out = str(tmp_path / "run")
-    args = [f"{REPO}/configs/sgbert_bert_base.yaml", "--model_name_or_path", tiny_bert, "--output_dir", out]
+    args = ["--model_name_or_path", tiny_bert, "--output_dir", out]
     args += ["--max_train_samples", "192", "--per_device_train_batch_size", "8", "--max_steps", "24"]
     args += ["--eval_steps", "12", "--logging_steps", "6", "--learning_rate", "1e-3", "--use_cpu", "true"]
     args += ["--disable_tqdm", "true", "--final_eval", "none", "--early_stopping_patience", "5"]
     if "--no_projection_head" not in flags:
         args += ["--projection_size", "64"]
     monkeypatch.setenv("CSE_DATA_DIR", DATA)
-    if flags[1] == "opt3":  # the command line once; the other variants in this process (imports take long)
+    if flags[1] == "opt3":  # the command line once, without a config; the others in this process, with it
         env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
         proc = subprocess.run(
             [sys.executable, os.path.join(REPO, "run_sgbert.py"), *args, *flags],
@@ -355,7 +379,7 @@ def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, monkeypatch, fla
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     else:
-        run_sgbert.main([*args, *flags])
+        run_sgbert.main([f"{REPO}/configs/sgbert_bert_base.yaml", *args, *flags])
     # no --train_file: the paper's corpus, every STS-B sentence, built in the output directory
     with open(os.path.join(out, "stsb_sentences.txt"), encoding="utf-8") as f:
         assert sum(1 for _ in f) == 17256

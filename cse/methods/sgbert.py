@@ -31,6 +31,7 @@ import torch
 from safetensors import safe_open
 from transformers.utils import SAFE_WEIGHTS_NAME
 
+from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
 from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead
 from ..modeling import CSEModel
 from ..pooling import masked_max, masked_mean
@@ -41,6 +42,53 @@ logger = logging.getLogger(__name__)
 
 TOKEN_POOLINGS = ("max", "mean", "cls")
 SAMPLERS = ("uniform", "uniform_per_batch")
+
+
+# SG-BERT's defaults for the shared arguments, so that a run without a config file is the paper's
+# (configs/sgbert_bert_base.yaml writes the same values out). The other methods keep SimCSE's.
+
+
+@dataclass
+class SGModelArguments(ModelArguments):
+    pooler_type: str = field(
+        default="cls_before_pooler",
+        metadata={"help": "c_i, and the embedding after training: BERT_T's last-layer [CLS] with no head (Sect. 3.1)."},
+    )
+    temp: float = field(default=0.01, metadata={"help": "tau of phi (Table 8: 0.01)."})
+
+
+@dataclass
+class SGDataArguments(DataArguments):
+    train_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "A .txt (one sentence a line) or .csv corpus; default: every STS-B train, dev and test sentence, "
+            "unlabelled, written to OUTPUT_DIR/stsb_sentences.txt (the paper's corpus)."
+        },
+    )
+    max_seq_length: int = field(
+        default=128, metadata={"help": "Training sentences are truncated to this many tokens (the released code's)."}
+    )
+
+
+@dataclass
+class SGTrainingArguments(CSETrainingArguments):
+    """Table 8: batch 16, lr 5e-5, AdamW betas (0.9, 0.9), STS-B dev every 50 steps, the first of its
+    seeds; warm-up over 10% of the steps as the released code does (the paper is silent)."""
+
+    per_device_train_batch_size: int = field(
+        default=16, metadata={"help": "Sentences per device and step (Table 8: 16 in all)."}
+    )
+    learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate (Table 8), linear decay."})
+    adam_beta2: float = field(default=0.9, metadata={"help": "AdamW's beta2 (Table 8: betas (0.9, 0.9))."})
+    warmup_steps: float = field(
+        default=0.1, metadata={"help": "Warm-up steps, or a fraction of the steps if < 1 (released code: 10%)."}
+    )
+    eval_steps: float | None = field(default=50, metadata={"help": "Steps between STS-B dev evaluations (Table 8)."})
+    logging_steps: float = field(default=50, metadata={"help": "Steps between loss logs."})
+    seed: int = field(
+        default=1, metadata={"help": "Random seed (the paper averages 1, 2, 3, 4, 1234, 2345, 3456, 7890)."}
+    )
 
 
 @dataclass
