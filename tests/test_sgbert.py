@@ -8,7 +8,6 @@ import math
 import os
 import re
 import subprocess
-import sys
 
 import datasets
 import pytest
@@ -32,7 +31,7 @@ from cse.modeling import CSEModel
 from cse.results import load_paper_results
 from cse.stsb_corpus import stsb_sentences
 
-from .conftest import DATA, REPO, SENTEVAL
+from .conftest import DATA, REPO, SENTEVAL, tiny_model_dir, torchrun
 
 SENTENCES = [
     "a plane is taking off",
@@ -367,19 +366,9 @@ def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, monkeypatch, fla
     if "--no_projection_head" not in flags:
         args += ["--projection_size", "64"]
     monkeypatch.setenv("CSE_DATA_DIR", DATA)
-    if flags[1] == "opt3":  # the command line once, without a config; the others in this process, with it
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-        proc = subprocess.run(
-            [sys.executable, os.path.join(REPO, "run_sgbert.py"), *args, *flags],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=600,
-            cwd=REPO,
-        )
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    else:
-        run_sgbert.main([f"{REPO}/configs/sgbert_bert_base.yaml", *args, *flags])
+    # with the shipped config, and (opt2, opt3) without one: the defaults are Table 8's
+    config = [f"{REPO}/configs/sgbert_bert_base.yaml"] if flags[1] in ("base", "opt1") else []
+    run_sgbert.main([*config, *args, *flags])
     # no --train_file: the paper's corpus, every STS-B sentence, built in the output directory
     with open(os.path.join(out, "stsb_sentences.txt"), encoding="utf-8") as f:
         assert sum(1 for _ in f) == 17256
@@ -401,6 +390,36 @@ def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, monkeypatch, fla
         assert torch.equal(value, checkpoint[f"backbone.{key}"]), key
     with open(os.path.join(out, "run_args.json")) as f:
         assert json.load(f)["method"]["loss_variant"] == flags[1]
+
+
+def test_two_processes_train_as_one_on_the_global_batch(tmp_path, monkeypatch):
+    """Under DDP c_i and the views are gathered (b is the global batch) and gradients are averaged: the
+    command line in two processes of 4 sentences trains BERT_T as one process of 8 does (no dropout;
+    opt3, which draws no view)."""
+    model_dir = tiny_model_dir(tmp_path / "no_dropout_bert", "bert", dropout=0.0)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES * 4) + "\n")
+    args = ["--model_name_or_path", model_dir, "--train_file", str(corpus), "--max_steps", "3", "--temp", "0.05"]
+    args += ["--learning_rate", "1e-3", "--projection_size", "16", "--max_seq_length", "32", "--use_cpu", "true"]
+    args += ["--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false"]
+    args += ["--early_stopping_patience", "0", "--final_eval", "none", "--disable_tqdm", "true", "--report_to", "none"]
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)  # STS-B dev is loaded, though never evaluated here
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    two, one = str(tmp_path / "two"), str(tmp_path / "one")
+    # torchrun joins its script to tests/; an absolute path replaces that
+    command = torchrun(os.path.join(REPO, "run_sgbert.py"), 29621, *args, "--per_device_train_batch_size", "4")
+    proc = subprocess.run(
+        [*command, "--output_dir", two], env=env, capture_output=True, text=True, timeout=600, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert "8 sentences per step across 2 process(es)" in proc.stdout + proc.stderr
+    run_sgbert.main([*args, "--per_device_train_batch_size", "8", "--output_dir", one])
+    start = AutoModel.from_pretrained(model_dir).state_dict()
+    single, ddp = AutoModel.from_pretrained(one).state_dict(), AutoModel.from_pretrained(two).state_dict()
+    moved = "encoder.layer.1.output.dense.weight"
+    assert not torch.allclose(single[moved], start[moved])
+    for name, value in single.items():
+        torch.testing.assert_close(ddp[name], value, rtol=1e-4, atol=1e-5, msg=name)
 
 
 def test_scripts_train_eight_seeds_per_row_and_print_each_beside_its_paper_row(tmp_path):
