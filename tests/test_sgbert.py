@@ -194,6 +194,37 @@ def test_token_pooling_ignores_padding(tiny_bert, pooling):
     )
 
 
+def test_the_training_forward_is_the_papers_pipeline(tiny_bert):
+    """From raw hidden states, by hand: c_i is BERT_T's last-layer [CLS] (no pooling layer), h_{i,k} the
+    max over the real tokens of BERT_F's layer k (k = 0..l), f is applied to both, and L_reg is
+    BERT_T's squared distance from BERT_F."""
+    model = make_encoder(tiny_bert, projection_size=8)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():  # move BERT_T away from BERT_F, so that mixing the two up would show
+        for p in model.backbone.encoder.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    model.eval()  # BERT_T without dropout, so that its plain forward below gives the same c_i
+    batch = model.tokenizer(SENTENCES[:4], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**{key: torch.stack([value, value], 1) for key, value in batch.items()})
+        tuned = model.backbone(**batch).last_hidden_state
+        fixed = AutoModel.from_pretrained(tiny_bert).eval()(**batch, output_hidden_states=True).hidden_states
+    lengths = batch["attention_mask"].sum(1).tolist()
+    c = [tuned[i, 0].double().tolist() for i in range(4)]
+    views = [
+        [[max(float(layer[i, t, j]) for t in range(lengths[i])) for j in range(layer.shape[2])] for layer in fixed]
+        for i in range(4)
+    ]
+    assert len(fixed) == 3  # the embedding layer and both transformer layers
+    start = AutoModel.from_pretrained(tiny_bert).state_dict()
+    distance = sum(((v.double() - start[n].double()) ** 2).sum().item() for n, v in model.backbone.state_dict().items())
+    expected = hand_loss(c, views, "opt3", 0.05, model.projection_head) + 0.1 * distance
+    loss = SelfGuidedLoss("opt3", temperature=0.05, reg_lambda=0.1)
+    value = loss(out["embeddings"], out["views"], out["parameter_distance"]).item()
+    assert value == pytest.approx(expected, rel=1e-4)
+    assert out["parameter_distance"].item() == pytest.approx(distance, rel=1e-5) and distance > 0
+
+
 def test_sampler_draws_one_layer_per_sentence_or_per_batch(tiny_bert):
     views = torch.arange(64 * 3, dtype=torch.float32).view(64, 3, 1).expand(64, 3, 2)
     set_seed(0)
