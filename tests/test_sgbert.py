@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, TrainerCallback, set_seed
 
 import run_sgbert
+from cse import stsb_corpus
 from cse.arguments import CSETrainingArguments, ModelArguments, parse_args
 from cse.data import TwoViewCollator
 from cse.losses.sgbert import ProjectionHead, SelfGuidedLoss
@@ -334,8 +335,11 @@ def test_resume_equals_an_uninterrupted_run_bert_f_included(tiny_bert, tmp_path)
 # --- corpus, configs, paper rows, run_sgbert.py ----------------------------------------------
 
 
-def test_stsb_corpus_is_every_sentence_of_train_dev_and_test():
-    sentences = stsb_sentences(SENTEVAL)
+def test_stsb_corpus_is_every_sentence_of_train_dev_and_test(tmp_path):
+    out = tmp_path / "stsb.txt"
+    stsb_corpus.main([str(out), "--senteval_data_dir", SENTEVAL])  # the documented command
+    sentences = out.read_text(encoding="utf-8").splitlines()
+    assert sentences == stsb_sentences(SENTEVAL)
     assert len(sentences) == 2 * (5749 + 1500 + 1379)
     base = os.path.join(SENTEVAL, "STS", "STSBenchmark")
     with open(os.path.join(base, "sts-train.csv"), encoding="utf-8") as f:
