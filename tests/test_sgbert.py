@@ -195,11 +195,13 @@ def test_token_pooling_ignores_padding(tiny_bert, pooling):
     )
 
 
-def test_the_training_forward_is_the_papers_pipeline(tiny_bert):
+@pytest.mark.parametrize("family", ["tiny_bert", "tiny_roberta"])
+def test_the_training_forward_is_the_papers_pipeline(request, family):
     """From raw hidden states, by hand: c_i is BERT_T's last-layer [CLS] (no pooling layer), h_{i,k} the
     max over the real tokens of BERT_F's layer k (k = 0..l), f is applied to both, and L_reg is
-    BERT_T's squared distance from BERT_F."""
-    model = make_encoder(tiny_bert, projection_size=8)
+    BERT_T's squared distance from BERT_F (RoBERTa too: Table 11)."""
+    model_dir = request.getfixturevalue(family)
+    model = make_encoder(model_dir, projection_size=8)
     g = torch.Generator().manual_seed(3)
     with torch.no_grad():  # move BERT_T away from BERT_F, so that mixing the two up would show
         for p in model.backbone.encoder.parameters():
@@ -209,7 +211,7 @@ def test_the_training_forward_is_the_papers_pipeline(tiny_bert):
     with torch.no_grad():
         out = model(**{key: torch.stack([value, value], 1) for key, value in batch.items()})
         tuned = model.backbone(**batch).last_hidden_state
-        fixed = AutoModel.from_pretrained(tiny_bert).eval()(**batch, output_hidden_states=True).hidden_states
+        fixed = AutoModel.from_pretrained(model_dir).eval()(**batch, output_hidden_states=True).hidden_states
     lengths = batch["attention_mask"].sum(1).tolist()
     c = [tuned[i, 0].double().tolist() for i in range(4)]
     views = [
@@ -217,7 +219,7 @@ def test_the_training_forward_is_the_papers_pipeline(tiny_bert):
         for i in range(4)
     ]
     assert len(fixed) == 3  # the embedding layer and both transformer layers
-    start = AutoModel.from_pretrained(tiny_bert).state_dict()
+    start = AutoModel.from_pretrained(model_dir).state_dict()
     distance = sum(((v.double() - start[n].double()) ** 2).sum().item() for n, v in model.backbone.state_dict().items())
     expected = hand_loss(c, views, "opt3", 0.05, model.projection_head) + 0.1 * distance
     loss = SelfGuidedLoss("opt3", temperature=0.05, reg_lambda=0.1)
