@@ -375,6 +375,7 @@ def test_table_8_is_the_default_without_a_config_and_the_shipped_config_repeats_
     )
     assert sg_args.early_stopping_patience == 10 and sg_args.layers is None and data_args.train_file is None
     assert data_args.max_seq_length == 128
+    assert train_args.restore_callback_states_from_checkpoint  # early stopping's count survives a resume
     # the other methods keep SimCSE's defaults
     simcse = parse_args((ModelArguments, CSETrainingArguments), ["--output_dir", "o"])
     assert (simcse[0].pooler_type, simcse[0].temp, simcse[1].per_device_train_batch_size) == ("cls", 0.05, 64)

@@ -74,7 +74,8 @@ class SGDataArguments(DataArguments):
 @dataclass
 class SGTrainingArguments(CSETrainingArguments):
     """Table 8: batch 16, lr 5e-5, AdamW betas (0.9, 0.9), STS-B dev every 50 steps, the first of its
-    seeds; warm-up over 10% of the steps as the released code does (the paper is silent)."""
+    seeds; warm-up over 10% of the steps as the released code does (the paper is silent). A resumed
+    run also gets back early stopping's patience count (the Trainer's default would reset it)."""
 
     per_device_train_batch_size: int = field(
         default=16, metadata={"help": "Sentences per device and step (Table 8: 16 in all)."}
@@ -86,6 +87,10 @@ class SGTrainingArguments(CSETrainingArguments):
     )
     eval_steps: float | None = field(default=50, metadata={"help": "Steps between STS-B dev evaluations (Table 8)."})
     logging_steps: float = field(default=50, metadata={"help": "Steps between loss logs."})
+    restore_callback_states_from_checkpoint: bool = field(
+        default=True,
+        metadata={"help": "On resume, restore early stopping's count of evaluations without improvement."},
+    )
     seed: int = field(
         default=1, metadata={"help": "Random seed (the paper averages 1, 2, 3, 4, 1234, 2345, 3456, 7890)."}
     )
