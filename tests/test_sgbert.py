@@ -155,6 +155,9 @@ def test_loss_variants_differ_and_bad_input_is_refused(tmp_path):
         run_sgbert.main([str(no_metric), "--output_dir", "unused"])
     with pytest.raises(ValueError, match="reg_lambda must not be negative"):
         SelfGuidedLoss(reg_lambda=-0.1)
+    with pytest.raises(SystemExit) as help_exit:  # every help text formats (argparse expands % in them)
+        run_sgbert.main(["--help"])
+    assert help_exit.value.code == 0
 
 
 # --- the encoder ------------------------------------------------------------------------------

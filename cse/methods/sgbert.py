@@ -78,12 +78,12 @@ class SGTrainingArguments(CSETrainingArguments):
     run also gets back early stopping's patience count (the Trainer's default would reset it)."""
 
     per_device_train_batch_size: int = field(
-        default=16, metadata={"help": "Sentences per device and step (Table 8: 16 in all)."}
+        default=16, metadata={"help": "Sentences per device and step (Table 8: 16 in all; on N devices pass 16 / N)."}
     )
     learning_rate: float = field(default=5e-5, metadata={"help": "Peak learning rate (Table 8), linear decay."})
     adam_beta2: float = field(default=0.9, metadata={"help": "AdamW's beta2 (Table 8: betas (0.9, 0.9))."})
     warmup_steps: float = field(
-        default=0.1, metadata={"help": "Warm-up steps, or a fraction of the steps if < 1 (released code: 10%)."}
+        default=0.1, metadata={"help": "Warm-up steps, or a fraction of the steps if < 1 (released code: a tenth)."}
     )
     eval_steps: float | None = field(default=50, metadata={"help": "Steps between STS-B dev evaluations (Table 8)."})
     logging_steps: float = field(default=50, metadata={"help": "Steps between loss logs."})
