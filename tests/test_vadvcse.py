@@ -139,9 +139,7 @@ def anchor_closure(encoder, inputs, candidates, tau=0.05):
     return perturbed_logits
 
 
-@pytest.mark.parametrize(
-    "norm,epsilon,step", [("l2", 0.5, 0.5), ("linf", 2e-2, 2e-2)], ids=["l2", "linf"]
-)
+@pytest.mark.parametrize("norm,epsilon,step", [("l2", 0.5, 0.5), ("linf", 2e-2, 2e-2)], ids=["l2", "linf"])
 @pytest.mark.parametrize("name", ["kl", "symmetric_kl", "js"])
 def test_ascent_raises_the_divergence_within_the_ball_and_leaves_no_parameter_gradient(
     no_dropout_bert, name, norm, epsilon, step
@@ -165,3 +163,97 @@ def test_ascent_raises_the_divergence_within_the_ball_and_leaves_no_parameter_gr
     sizes = r.flatten(1).norm(dim=1) if norm == "l2" else r.flatten(1).abs().amax(dim=1)
     assert (sizes <= epsilon * (1 + 1e-6)).all() and (sizes > epsilon / 2).all()
     assert torch.equal(r[mask == 0], torch.zeros_like(r[mask == 0]))  # padding is not perturbed
+
+
+# --- L = L_cont + lambda * L_vadv, by hand ----------------------------------------------------------
+
+
+class RecordingSearch(VirtualAdversarialLoss):
+    """Keeps the clean logits it was given and the r it found."""
+
+    def forward(self, clean_logits, perturbed_logits, noise, mask=None):
+        self.clean_logits = clean_logits
+        self.r, loss = super().forward(clean_logits, perturbed_logits, noise, mask)
+        return self.r, loss
+
+
+def hand_objective(encoder, inputs, r, tau, lam, detach_clean=True):
+    """Eq. 10 in float64 with r fixed: L_cont (Eq. 7) + lambda * mean_i JS(p_i, q_i) (Eqs. 13-14), p_i
+    the clean softmax over the candidates h_j+, q_i the softmax of x_i + r_i. The perturbed anchors
+    go through ``inputs_embeds`` (word embeddings + r), not through the hook."""
+    backbone, ids, mask = encoder.backbone, inputs["input_ids"][:, 0], inputs["attention_mask"][:, 0]
+    words = backbone.get_input_embeddings()(ids)
+    cls = lambda embeds: backbone(inputs_embeds=embeds, attention_mask=mask).last_hidden_state[:, 0]  # noqa: E731
+    n = ids.shape[0]
+    clean = encoder.head(torch.cat([cls(words), cls(words)]))  # both views in one BN batch, as trained
+    anchors, positives = clean[:n], clean[n:]
+    perturbed = encoder.head(cls(words + r.double()))
+    unit = lambda x: x / x.pow(2).sum(1, keepdim=True).sqrt()  # noqa: E731
+    logits = unit(anchors) @ unit(positives).T / tau
+    l_cont = -(logits.diagonal() - logits.exp().sum(1).log()).mean()
+    p = logits.softmax(1)
+    p = p.detach() if detach_clean else p
+    q = (unit(perturbed) @ unit(positives).T / tau).softmax(1)
+    m = (p + q) / 2
+    js = 0.5 * (p * (p / m).log()).sum(1) + 0.5 * (q * (q / m).log()).sum(1)
+    return l_cont + lam * js.mean()
+
+
+def grads(model):
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def test_gradient_of_the_objective_equals_hand_computation_with_r_fixed(no_dropout_bert):
+    tau, lam = 0.05, 0.5
+    torch.manual_seed(0)
+    # float64 weights: the logits are float32 whatever the model (cse.losses.cosine_logits), and a
+    # float32 model would add its own rounding, amplified 1/tau-fold
+    encoder = MLPHeadEncoder.from_encoder(
+        CSEModel.from_pretrained(no_dropout_bert, pooler_type="cls", mlp_only_train=True)
+    ).double()
+    reference = copy.deepcopy(encoder)
+    inputs = batch_of(no_dropout_bert)
+    search = RecordingSearch("js", "linf", sigma=1e-3, epsilon=5e-2, step_size=5e-2)
+    loss, _, stats = vadvcse_loss(encoder, encoder, inputs, InfoNCELoss(tau), search, lam)
+    assert not search.clean_logits.requires_grad  # theta_hat: the clean prediction is a constant
+    loss.backward()
+    ours = grads(encoder)
+    assert set(ours) == {n for n, p in encoder.named_parameters() if p.requires_grad}
+    assert not any(n.startswith("backbone.pooler.") for n in ours)  # the unused pooling layer is frozen
+
+    def hand_grads(**kwargs):
+        reference.zero_grad(set_to_none=True)
+        value = hand_objective(reference, inputs, search.r, tau, **kwargs)
+        value.backward()
+        return value.item(), grads(reference)
+
+    value, expected = hand_grads(lam=lam)
+    assert loss.item() == pytest.approx(value, rel=1e-5)
+    assert stats["loss_vadv"].item() > 1e-3  # the adversarial term is not negligible here
+    scale = max(g.abs().max().item() for g in expected.values())
+    for name, g in expected.items():
+        torch.testing.assert_close(ours[name], g, rtol=1e-4, atol=1e-5 * scale, msg=name)
+    # not vacuous: without the adversarial term, or with a gradient through the clean prediction,
+    # the gradients differ
+    for kwargs in ({"lam": 0.0}, {"lam": lam, "detach_clean": False}):
+        _, other = hand_grads(**kwargs)
+        assert max((other[n] - expected[n]).abs().max().item() for n in expected) > 1e-2 * scale
+
+
+def test_bf16_autocast(no_dropout_bert):
+    torch.manual_seed(0)
+    encoder = MLPHeadEncoder.from_encoder(
+        CSEModel.from_pretrained(no_dropout_bert, pooler_type="cls", mlp_only_train=True)
+    )
+    inputs = batch_of(no_dropout_bert)
+    search = RecordingSearch("js", "linf", sigma=1e-3, epsilon=1e-2, step_size=1e-2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, views, stats = vadvcse_loss(encoder, encoder, inputs, InfoNCELoss(0.05), search, 1.0)
+    assert views.dtype == torch.bfloat16 and search.clean_logits.dtype == torch.float32
+    assert search.r.dtype == torch.float32
+    mask = inputs["attention_mask"][:, 0].bool()
+    # every coordinate moved by eta along a non-zero gradient sign: bf16 left no zero gradient
+    assert (search.r[mask].abs() > 1e-2 - 5e-3).all() and (search.r.abs() <= 1e-2).all()
+    assert torch.isfinite(loss) and stats["loss_vadv"].item() > 0
+    loss.backward()
+    assert all(torch.isfinite(g).all() and g.abs().max() > 0 for g in grads(encoder).values())
