@@ -3,19 +3,16 @@ gradient of L = L_cont + lambda * L_vadv against a hand computation with r held 
 autocast, two processes against one, resumption, and ``run_vadvcse.py`` end to end."""
 
 import copy
-import json
 import math
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoModel, AutoTokenizer, TrainerCallback
+from transformers import AutoTokenizer
 
-from cse.arguments import CSETrainingArguments
 from cse.data import TwoViewCollator
 from cse.losses import InfoNCELoss
 from cse.losses.vadvcse import (
@@ -27,14 +24,12 @@ from cse.losses.vadvcse import (
 )
 from cse.methods.vadvcse import (
     MLPHeadEncoder,
-    VAdvCSEArguments,
-    VAdvCSETrainer,
     perturbed_word_embeddings,
     vadvcse_loss,
 )
 from cse.modeling import CSEModel
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, torchrun
+from .conftest import REPO, tiny_model_dir, torchrun
 from .test_adcse import SENTENCES
 
 # --- the divergences (Eqs. 11-14) ---------------------------------------------------------------
@@ -257,3 +252,41 @@ def test_bf16_autocast(no_dropout_bert):
     assert torch.isfinite(loss) and stats["loss_vadv"].item() > 0
     loss.backward()
     assert all(torch.isfinite(g).all() and g.abs().max() > 0 for g in grads(encoder).values())
+
+
+# --- two processes ---------------------------------------------------------------------------------
+
+
+def objective_and_gradients(model_dir, batch, wrap=lambda model: model):
+    """V-advCSE's loss on ``batch`` (``noise`` included) with the ``mlp`` head (BatchNorm's
+    statistics are per process) through ``wrap(model)``; its r and the parameters' gradients."""
+    torch.manual_seed(0)
+    encoder = MLPHeadEncoder.from_encoder(
+        CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True), batch_norm=False
+    )
+    inputs = {k: v for k, v in batch.items() if k != "noise"}
+    search = RecordingSearch("symmetric_kl", "l2", sigma=1e-2, epsilon=1.0, step_size=1.0)
+    model = wrap(encoder)  # held until after backward: DDP's gradient hooks die with it
+    loss, _, _ = vadvcse_loss(model, encoder, inputs, InfoNCELoss(0.05), search, 1.0, noise=batch["noise"])
+    loss.backward()
+    return {"loss": loss.detach().reshape(1), "r": search.r.contiguous(), **grads(encoder)}
+
+
+def test_two_processes_equal_one_process(no_dropout_bert, tmp_path):
+    tok = AutoTokenizer.from_pretrained(no_dropout_bert)
+    encoded = tok(SENTENCES[:8], padding="max_length", max_length=12, return_tensors="pt")
+    batch = {k: torch.stack([v, v], dim=1).contiguous() for k, v in encoded.items()}
+    batch["noise"] = torch.randn(8, 12, 32, generator=torch.Generator().manual_seed(4))
+    save_file(batch, str(tmp_path / "batch.safetensors"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = torchrun("vadvcse_ddp_worker.py", 29631, no_dropout_bert, str(tmp_path / "batch.safetensors"), str(tmp_path))
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(2)]
+    single = objective_and_gradients(no_dropout_bert, batch)
+    torch.testing.assert_close(torch.cat([ranks[0]["r"], ranks[1]["r"]]), single["r"], rtol=1e-4, atol=1e-6)
+    for name in single:
+        if name == "r":
+            continue
+        assert torch.equal(ranks[0][name], ranks[1][name]), name
+        torch.testing.assert_close(ranks[0][name], single[name], rtol=1e-4, atol=1e-6, msg=name)
