@@ -3,6 +3,7 @@ gradient of L = L_cont + lambda * L_vadv against a hand computation with r held 
 autocast, two processes against one, resumption, and ``run_vadvcse.py`` end to end."""
 
 import copy
+import json
 import math
 import os
 import subprocess
@@ -11,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoTokenizer
+from transformers import AutoModel, AutoTokenizer
 
+import run_vadvcse
 from cse.data import TwoViewCollator
 from cse.losses import InfoNCELoss
 from cse.losses.vadvcse import (
@@ -24,12 +26,13 @@ from cse.losses.vadvcse import (
 )
 from cse.methods.vadvcse import (
     MLPHeadEncoder,
+    VAdvCSEArguments,
     perturbed_word_embeddings,
     vadvcse_loss,
 )
 from cse.modeling import CSEModel
 
-from .conftest import REPO, tiny_model_dir, torchrun
+from .conftest import DATA, REPO, WIKI_HEAD, tiny_model_dir, torchrun
 from .test_adcse import SENTENCES
 
 # --- the divergences (Eqs. 11-14) ---------------------------------------------------------------
@@ -290,3 +293,76 @@ def test_two_processes_equal_one_process(no_dropout_bert, tmp_path):
             continue
         assert torch.equal(ranks[0][name], ranks[1][name]), name
         torch.testing.assert_close(ranks[0][name], single[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+# --- arguments and run_vadvcse.py -------------------------------------------------------------------
+
+
+def test_arguments_refuse_contradictions_and_bad_values():
+    assert VAdvCSEArguments().search_options() == VirtualAdversarialLoss().get_config_dict()
+    with pytest.raises(ValueError, match="--norm, --epsilon set, but --vadv_lambda 0"):
+        VAdvCSEArguments(vadv_lambda=0.0, epsilon=1e-3, norm="l2")
+    VAdvCSEArguments(vadv_lambda=0.0, head="linear_tanh")  # SimCSE, Table 4's last row
+    for bad in ({"vadv_lambda": -1.0}, {"divergence": "hellinger"}, {"norm": "l1"}, {"head": "bn"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            VAdvCSEArguments(**bad)
+    for bad in ({"epsilon": 0.0}, {"sigma": -1.0}, {"num_steps": 0}):
+        with pytest.raises(ValueError):
+            VAdvCSEArguments(**bad)
+
+
+def test_mlp_head_needs_the_cls_pooler_in_training_only(tiny_bert):
+    with pytest.raises(ValueError, match="MLP head follows"):
+        MLPHeadEncoder.from_encoder(CSEModel.from_pretrained(tiny_bert, pooler_type="avg"))
+    encoder = MLPHeadEncoder.from_encoder(CSEModel.from_pretrained(tiny_bert, pooler_type="cls", mlp_only_train=True))
+    assert [type(m).__name__ for m in encoder.head] == ["Linear", "BatchNorm1d", "ReLU", "Linear"]
+    assert encoder.eval_pooler == "cls_before_pooler"
+    assert not any(p.requires_grad for p in encoder.backbone.pooler.parameters())
+
+
+@pytest.mark.parametrize(
+    "family,flags",
+    [
+        ("bert", []),
+        ("roberta", ["--divergence", "kl", "--norm", "l2", "--head", "mlp", "--epsilon", "1e-2"]),
+        ("bert", ["--divergence", "symmetric_kl", "--head", "linear_tanh", "--bf16", "true", "--num_steps", "2"]),
+    ],
+    ids=["bert-js-linf-mlp_bn", "roberta-kl-l2-mlp", "bert-symmetric_kl-linear_tanh-bf16"],
+)
+def test_run_vadvcse(tiny_bert, tiny_roberta, tmp_path, monkeypatch, family, flags):
+    # in process: a subprocess would spend most of this test importing torch and transformers again
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)
+    model_dir = tiny_bert if family == "bert" else tiny_roberta
+    out = str(tmp_path / "run")
+    common = ["--model_name_or_path", model_dir, "--train_file", WIKI_HEAD, "--output_dir", out]
+    common += ["--per_device_train_batch_size", "8", "--max_steps", "8", "--eval_steps", "8", "--logging_steps", "4"]
+    common += ["--learning_rate", "1e-3", "--use_cpu", "true", "--disable_tqdm", "true", "--final_eval", "none"]
+    common += ["--max_train_samples", "256"]
+    trainer = run_vadvcse.main(common + flags)
+    with open(os.path.join(out, "trainer_state.json")) as f:
+        history = json.load(f)["log_history"]
+    assert sum("eval_stsb_spearman" in entry for entry in history) == 1
+    logged = [entry for entry in history if "loss" in entry]
+    assert len(logged) == 2
+    for entry in logged:
+        assert entry["loss_vadv"] > 0 and entry["perturbation_norm"] > 0
+        # L = L_cont + lambda * L_vadv, lambda = 1e-6 (averaged over the logging window alike)
+        assert entry["loss"] == pytest.approx(entry["loss_contrastive"] + 1e-6 * entry["loss_vadv"], rel=1e-3)
+    options = trainer.vadv_loss.get_config_dict()
+    assert options["divergence"] == (flags[flags.index("--divergence") + 1] if "--divergence" in flags else "js")
+    assert options["norm"] == ("l2" if "l2" in flags else "linf") and trainer.vadv_lambda == 1e-6
+    with open(os.path.join(out, "run_args.json")) as f:  # the method's settings guard resumption
+        assert json.load(f)["method"]["head"] == (flags[flags.index("--head") + 1] if "--head" in flags else "mlp_bn")
+    checkpoint = [d for d in os.listdir(out) if d.startswith("checkpoint-")][0]
+    state = load_file(os.path.join(out, checkpoint, "model.safetensors"))
+    has_bn = "--head" not in flags
+    assert ("head.1.running_mean" in state) == has_bn  # the BN head and its statistics are checkpointed
+    # The export: the encoder alone, a plain Hugging Face model evaluated on [CLS] before any head.
+    with open(os.path.join(out, "cse_config.json")) as f:
+        assert json.load(f)["pooler"] == "cls_before_pooler"
+    exported = AutoModel.from_pretrained(out)
+    sentences = ["a man plays a guitar", "the weather is cold today"]
+    tok = AutoTokenizer.from_pretrained(out)
+    with torch.no_grad():
+        cls = exported(**tok(sentences, padding=True, return_tensors="pt")).last_hidden_state[:, 0]
+    torch.testing.assert_close(CSEModel.from_pretrained(out).encode(sentences), cls, rtol=1e-5, atol=1e-6)

@@ -22,6 +22,7 @@ What the paper leaves open, and our reading (README, "V-advCSE"):
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass, field, fields
 
 import torch
@@ -32,6 +33,8 @@ from ..losses import cosine_logits
 from ..losses.vadvcse import DIVERGENCES, NORMS, VirtualAdversarialLoss
 from ..modeling import CSEModel
 from ..trainer import CSETrainer
+
+logger = logging.getLogger(__name__)
 
 HEADS = ("mlp_bn", "mlp", "linear_tanh")
 
@@ -204,6 +207,11 @@ class VAdvCSETrainer(CSETrainer):
         if (vadv_loss is None) != (vadv_lambda == 0):
             raise ValueError("give a vadv_loss exactly when vadv_lambda is not 0")
         self.vadv_loss, self.vadv_lambda = vadv_loss, vadv_lambda
+        logger.info(
+            "virtual adversarial term: lambda %g, %s",
+            vadv_lambda,
+            vadv_loss.get_config_dict() if vadv_loss is not None else "off (SimCSE)",
+        )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if not model.training:
