@@ -31,6 +31,7 @@ from cse.methods.vadvcse import (
     vadvcse_loss,
 )
 from cse.modeling import CSEModel
+from cse.results import load_paper_results
 
 from .conftest import DATA, REPO, WIKI_HEAD, tiny_model_dir, torchrun
 from .test_adcse import SENTENCES
@@ -366,3 +367,33 @@ def test_run_vadvcse(tiny_bert, tiny_roberta, tmp_path, monkeypatch, family, fla
     with torch.no_grad():
         cls = exported(**tok(sentences, padding=True, return_tensors="pt")).last_hidden_state[:, 0]
     torch.testing.assert_close(CSEModel.from_pretrained(out).encode(sentences), cls, rtol=1e-5, atol=1e-6)
+
+
+def rows_of(prefix):
+    return [row for row in load_paper_results() if row.startswith(prefix)]
+
+
+def test_table_scripts_pass_each_runs_settings(tmp_path):
+    from .test_scripts import launches
+
+    runs, printed = launches(tmp_path / "t4", "scripts/vadvcse/table4_batchnorm.sh")
+    assert [
+        " ".join(a for a in run if a.startswith("--head") or a in HEADS or a.startswith("--vadv")) for run in runs
+    ] == [
+        "--head mlp_bn",
+        "--head linear_tanh",
+        "--head mlp_bn --vadv_lambda",
+        "--head linear_tanh --vadv_lambda",
+    ]
+    assert all(f"--paper_row {row}" in printed for row in rows_of("vadvcse_table4_"))
+    runs, printed = launches(tmp_path / "t5", "scripts/vadvcse/table5_divergence.sh")
+    assert [run[run.index("--divergence") + 1] for run in runs] == ["kl", "symmetric_kl", "js"]
+    assert all(f"--paper_row {row}" in printed for row in rows_of("vadvcse_table5_"))
+    runs, printed = launches(tmp_path / "t6", "scripts/vadvcse/table6_lambda.sh")
+    lambdas = [run[run.index("--vadv_lambda") + 1] for run in runs]
+    assert lambdas == ["0", "1e-6", "5e-6", "1e-5", "5e-5", "1e-4", "5e-4", "1e-3"]
+    named = [f"vadvcse_table6_lambda_{lam.replace('-', 'm')}" for lam in lambdas]
+    assert named == rows_of("vadvcse_table6_") and all(f"--paper_row {row}" in printed for row in named)
+    runs, printed = launches(tmp_path / "t3", "scripts/vadvcse/table3_anli.sh")
+    assert [run[4] for run in runs] == ["run_vadvcse.py", "run_simcse.py", "anli_eval.py", "anli_eval.py"]
+    assert "--paper_row vadvcse_anli_bert_base" in printed
