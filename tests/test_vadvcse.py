@@ -15,6 +15,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModel, AutoTokenizer
 
 import run_vadvcse
+from cse.arguments import CSETrainingArguments
 from cse.data import TwoViewCollator
 from cse.losses import InfoNCELoss
 from cse.losses.vadvcse import (
@@ -395,3 +396,30 @@ def test_table_scripts_pass_each_runs_settings(tmp_path):
     runs, printed = launches(tmp_path / "t3", "scripts/vadvcse/table3_anli.sh")
     assert [run[4] for run in runs] == ["run_vadvcse.py", "run_simcse.py", "anli_eval.py", "anli_eval.py"]
     assert "--paper_row vadvcse_anli_bert_base" in printed
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_shipped_configs_hold_the_papers_settings(family):
+    from cse.arguments import DataArguments, ModelArguments, parse_args
+
+    model_args, data_args, train_args, vadv_args = parse_args(
+        (ModelArguments, DataArguments, CSETrainingArguments, VAdvCSEArguments),
+        [f"{REPO}/configs/vadvcse_{family}_base.yaml", "--output_dir", "o"],
+    )
+    # unsupervised SimCSE's settings (SimCSE, Appendix A): BERT 64 / 3e-5, RoBERTa 512 / 1e-5
+    expected = {"bert": ("bert-base-uncased", 64, 3e-5), "roberta": ("roberta-base", 512, 1e-5)}[family]
+    assert (model_args.model_name_or_path, train_args.per_device_train_batch_size, train_args.learning_rate) == expected
+    assert (model_args.pooler_type, model_args.mlp_only_train, model_args.temp, data_args.max_seq_length) == (
+        "cls",
+        True,
+        0.05,
+        32,
+    )
+    # Tables 4-6 and SMART's sigma, epsilon, eta
+    assert (vadv_args.vadv_lambda, vadv_args.divergence, vadv_args.head, vadv_args.num_steps) == (
+        1e-6,
+        "js",
+        "mlp_bn",
+        1,
+    )
+    assert (vadv_args.norm, vadv_args.sigma, vadv_args.epsilon, vadv_args.step_size) == ("linf", 1e-5, 1e-5, 1e-3)
