@@ -8,11 +8,12 @@ import math
 import os
 import subprocess
 
+import datasets
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 import run_vadvcse
 from cse.arguments import CSETrainingArguments
@@ -28,13 +29,14 @@ from cse.losses.vadvcse import (
 from cse.methods.vadvcse import (
     MLPHeadEncoder,
     VAdvCSEArguments,
+    VAdvCSETrainer,
     perturbed_word_embeddings,
     vadvcse_loss,
 )
 from cse.modeling import CSEModel
 from cse.results import load_paper_results
 
-from .conftest import DATA, REPO, WIKI_HEAD, tiny_model_dir, torchrun
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, torchrun
 from .test_adcse import SENTENCES
 
 # --- the divergences (Eqs. 11-14) ---------------------------------------------------------------
@@ -423,3 +425,55 @@ def test_shipped_configs_hold_the_papers_settings(family):
         1,
     )
     assert (vadv_args.norm, vadv_args.sigma, vadv_args.epsilon, vadv_args.step_size) == ("linf", 1e-5, 1e-5, 1e-3)
+
+
+def test_resume_equals_an_uninterrupted_run(tiny_bert, tmp_path):
+    """k steps, a checkpoint, k more from it: the model (BN statistics included) of 2k uninterrupted
+    steps, so the checkpoint holds all of V-advCSE's state and r's draws resume where they stopped."""
+    k = 2
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    dataset = datasets.Dataset.from_dict(dict(tok(SENTENCES, truncation=True, max_length=32)))
+
+    class StopAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = state.global_step == k
+
+    def trainer(out, callbacks=None):
+        torch.manual_seed(0)
+        model = MLPHeadEncoder.from_encoder(CSEModel.from_pretrained(tiny_bert, pooler_type="cls", mlp_only_train=True))
+        args = CSETrainingArguments(
+            output_dir=str(out),
+            per_device_train_batch_size=4,
+            max_steps=2 * k,
+            learning_rate=1e-3,
+            eval_strategy="no",
+            save_strategy="steps",
+            save_steps=k,
+            load_best_model_at_end=False,
+            use_cpu=True,
+            report_to=[],
+            disable_tqdm=True,
+            seed=0,
+        )
+        return VAdvCSETrainer(
+            model=model,
+            args=args,
+            train_dataset=dataset,
+            data_collator=TwoViewCollator(tok),
+            processing_class=tok,
+            loss=InfoNCELoss(0.05),
+            senteval_data_dir=SENTEVAL,
+            callbacks=callbacks,
+            vadv_loss=VirtualAdversarialLoss(epsilon=1e-2, step_size=1e-2),
+            vadv_lambda=1.0,
+        )
+
+    straight = trainer(tmp_path / "straight")
+    straight.train()
+    trainer(tmp_path / "cut", callbacks=[StopAt()]).train()
+    resumed = trainer(tmp_path / "cut")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "cut" / f"checkpoint-{k}"))
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
+    initial = trainer(tmp_path / "fresh").model.state_dict()["head.1.running_mean"]
+    assert not torch.allclose(straight.model.state_dict()["head.1.running_mean"], initial)  # BN statistics moved
