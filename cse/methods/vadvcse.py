@@ -202,6 +202,9 @@ class VAdvCSETrainer(CSETrainer):
 
     def __init__(self, *args, vadv_loss: VirtualAdversarialLoss | None, vadv_lambda: float = 1e-6, **kwargs):
         super().__init__(*args, **kwargs)
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            # The perturbed forwards run the unwrapped model, whose weights these shard.
+            raise ValueError("V-advCSE does not support DeepSpeed or FSDP: use plain (DDP) data parallelism")
         if vadv_lambda < 0:
             raise ValueError(f"vadv_lambda must not be negative, got {vadv_lambda}")
         if (vadv_loss is None) != (vadv_lambda == 0):
