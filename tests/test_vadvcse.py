@@ -477,3 +477,40 @@ def test_resume_equals_an_uninterrupted_run(tiny_bert, tmp_path):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
     initial = trainer(tmp_path / "fresh").model.state_dict()["head.1.running_mean"]
     assert not torch.allclose(straight.model.state_dict()["head.1.running_mean"], initial)  # BN statistics moved
+
+
+@pytest.mark.parametrize("normalize", [True, False], ids=["normalized", "raw"])
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_one_ascent_step_equals_its_closed_form(norm, normalize):
+    """With perturbed logits = clean + r, F = mean_i KL(p_i || q_i) has gradient (q - p) / n in r:
+    Algorithm 1's step, written out in float64."""
+    g = torch.Generator().manual_seed(5)
+    clean = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    noise = torch.randn(3, 4, generator=g, dtype=torch.float64)
+    sigma, eps, eta = 0.3, 0.5, 0.4
+    r, loss = virtual_adversarial_loss(
+        clean,
+        lambda r: clean + r,
+        noise,
+        divergence_name="kl",
+        norm=norm,
+        sigma=sigma,
+        epsilon=eps,
+        step_size=eta,
+        normalize_gradient=normalize,
+    )
+    c, r0 = clean.numpy(), sigma * noise.numpy()
+    softmax = lambda x: np.exp(x) / np.exp(x).sum(1, keepdims=True)  # noqa: E731
+    grad = (softmax(c + r0) - softmax(c)) / 3
+    if normalize:
+        step = grad / np.linalg.norm(grad, axis=1, keepdims=True) if norm == "l2" else np.sign(grad)
+    else:
+        step = grad
+    r1 = r0 + eta * step
+    if norm == "l2":
+        r1 = r1 * np.minimum(1.0, eps / np.linalg.norm(r1, axis=1, keepdims=True))
+    else:
+        r1 = np.clip(r1, -eps, eps)
+    np.testing.assert_allclose(r.numpy(), r1, rtol=1e-10)
+    p, q = softmax(c), softmax(c + r1)
+    assert loss.item() == pytest.approx(float(np.mean((p * np.log(p / q)).sum(1))), rel=1e-10)
