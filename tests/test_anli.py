@@ -53,21 +53,14 @@ def test_anli_eval_end_to_end(tiny_bert, tmp_path):
     assert report["train_examples"] == 6 + 8 + 8 + 8 * (1 + 2 + 1)
     with open(out / "anli_results.json") as f:
         saved = json.load(f)
-    assert list(saved["scores"]) == [
-        "R1 dev",
-        "R2 dev",
-        "R3 dev",
-        "All dev",
-        "R1 test",
-        "R2 test",
-        "R3 test",
-        "All test",
-    ]
+    columns = [f"{c} {part}" for part in ("dev", "test") for c in ("R1", "R2", "R3", "All", "All pooled")]
+    assert list(saved["scores"]) == columns
     assert all(0 <= v <= 100 for v in saved["scores"].values())
-    # equal round sizes: All is the mean of the rounds
+    # equal round sizes: the mean of the rounds and the pooled accuracy agree
     for part in ("dev", "test"):
         rounds = [saved["scores"][f"R{r} {part}"] for r in (1, 2, 3)]
         assert saved["scores"][f"All {part}"] == pytest.approx(np.mean(rounds))
+        assert saved["scores"][f"All pooled {part}"] == pytest.approx(np.mean(rounds))
 
 
 def test_accuracy_table_pools_the_rounds():
@@ -75,7 +68,8 @@ def test_accuracy_table_pools_the_rounds():
     predicted = {k: np.zeros_like(v) for k, v in gold.items()}  # always "entailment"
     scores = accuracy_table(predicted, gold)
     assert scores["R1 dev"] == 50.0 and scores["R2 dev"] == pytest.approx(100 / 3) and scores["R3 dev"] == 50.0
-    assert scores["All dev"] == pytest.approx(100 * 4 / 9)  # (1 + 1 + 2) / (2 + 3 + 4), not the mean of rounds
+    assert scores["All dev"] == pytest.approx((50 + 100 / 3 + 50) / 3)  # the paper's: the mean of the rounds
+    assert scores["All pooled dev"] == pytest.approx(100 * 4 / 9)  # (1 + 1 + 2) / (2 + 3 + 4)
 
 
 def test_sources_with_other_labels_or_columns_are_refused(tmp_path):
