@@ -38,6 +38,7 @@ def main(argv=None):
         method_args=vadv_args,
         vadv_loss=vadv_loss,
         vadv_lambda=vadv_args.vadv_lambda,
+        shared_dropout=vadv_args.shared_dropout,
     )
 
 

@@ -261,6 +261,34 @@ def test_bf16_autocast(no_dropout_bert):
     assert all(torch.isfinite(g).all() and g.abs().max() > 0 for g in grads(encoder).values())
 
 
+def test_shared_dropout_makes_the_divergence_measure_r_alone(tiny_bert):
+    """Dropout on: with each forward's own masks F > 0 even at r = 0; with shared masks F is 0 at
+    r = 0 and the ascent raises it above its random start, as with dropout off; the perturbed
+    forwards leave the RNG stream alone (the number of steps K does not shift later draws)."""
+    encoder = MLPHeadEncoder.from_encoder(CSEModel.from_pretrained(tiny_bert, pooler_type="cls", mlp_only_train=True))
+    encoder.train()  # from_pretrained leaves the backbone in eval mode, dropout off
+    inputs = batch_of(tiny_bert)
+    noise = torch.randn(*inputs["input_ids"][:, 0].shape, 32, generator=torch.Generator().manual_seed(6))
+
+    def l_vadv(shared, **options):
+        torch.manual_seed(0)
+        search = RecordingSearch("js", "linf", **options)
+        _, _, stats = vadvcse_loss(
+            encoder, encoder, inputs, InfoNCELoss(0.05), search, 1.0, noise=noise, shared_dropout=shared
+        )
+        assert not search.clean_logits.requires_grad
+        return stats["loss_vadv"].item(), torch.get_rng_state()
+
+    at_zero = dict(sigma=0.0, step_size=0.0)  # r = 0 throughout
+    assert l_vadv(False, **at_zero)[0] > 1e-4  # two dropout samples disagree
+    assert l_vadv(True, **at_zero)[0] < 1e-15
+    ball = dict(sigma=1e-3, epsilon=2e-2)
+    start, rng = l_vadv(True, step_size=0.0, **ball)
+    ascended, rng_k3 = l_vadv(True, step_size=2e-2, num_steps=3, **ball)
+    assert ascended > start > 0
+    assert torch.equal(rng, rng_k3)
+
+
 # --- two processes ---------------------------------------------------------------------------------
 
 
@@ -306,6 +334,8 @@ def test_arguments_refuse_contradictions_and_bad_values():
     assert VAdvCSEArguments().search_options() == VirtualAdversarialLoss().get_config_dict()
     with pytest.raises(ValueError, match="--norm, --epsilon set, but --vadv_lambda 0"):
         VAdvCSEArguments(vadv_lambda=0.0, epsilon=1e-3, norm="l2")
+    with pytest.raises(ValueError, match="--shared_dropout set, but --vadv_lambda 0"):
+        VAdvCSEArguments(vadv_lambda=0.0, shared_dropout=True)
     VAdvCSEArguments(vadv_lambda=0.0, head="linear_tanh")  # SimCSE, Table 4's last row
     for bad in ({"vadv_lambda": -1.0}, {"divergence": "hellinger"}, {"norm": "l1"}, {"head": "bn"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
@@ -330,8 +360,9 @@ def test_mlp_head_needs_the_cls_pooler_in_training_only(tiny_bert):
         ("bert", []),
         ("roberta", ["--divergence", "kl", "--norm", "l2", "--head", "mlp", "--epsilon", "1e-2"]),
         ("bert", ["--divergence", "symmetric_kl", "--head", "linear_tanh", "--bf16", "true", "--num_steps", "2"]),
+        ("bert", ["--shared_dropout", "true", "--norm", "l2", "--epsilon", "1e-2"]),
     ],
-    ids=["bert-js-linf-mlp_bn", "roberta-kl-l2-mlp", "bert-symmetric_kl-linear_tanh-bf16"],
+    ids=["bert-js-linf-mlp_bn", "roberta-kl-l2-mlp", "bert-symmetric_kl-linear_tanh-bf16", "bert-shared_dropout"],
 )
 def test_run_vadvcse(tiny_bert, tiny_roberta, tmp_path, monkeypatch, family, flags):
     # in process: a subprocess would spend most of this test importing torch and transformers again

@@ -13,8 +13,10 @@ What the paper leaves open, and our reading (README, "V-advCSE"):
   in-batch candidates: p(j|x_i) = softmax_j(sim(h_i, h_j+)/tau) (the logits of L_cont, Eq. 7). The
   clean prediction is that of the contrastive forward itself, detached (theta_hat: a constant);
   the perturbed one re-encodes the anchors with x_i + r_i (a fresh dropout mask, as any training
-  forward) against the same candidates h_j+, which keep their gradient (they are the "classes" of
-  this prediction, computed by theta).
+  forward, as in VAT's and SMART's code) against the same candidates h_j+, which keep their
+  gradient (they are the "classes" of this prediction, computed by theta). ``shared_dropout``
+  instead re-encodes the clean anchors too and runs it and every perturbed forward under one
+  dropout draw, so that F measures r alone, not also the disagreement of two dropout masks.
 * Under data parallelism the candidates, the clean logits and the perturbed anchors are gathered,
   so p is over the global batch and every process computes the same L (the repository's rule).
 """
@@ -65,6 +67,14 @@ class VAdvCSEArguments:
             "--no_normalize_gradient: along the raw gradient, Algorithm 1 as printed."
         },
     )
+    shared_dropout: bool = field(
+        default=False,
+        metadata={
+            "help": "Encode the clean and the perturbed anchors under the same dropout masks (one extra no-grad "
+            "forward), so that L_vadv measures r alone; default: the perturbed forward draws its own, as in VAT's "
+            "and SMART's code."
+        },
+    )
     head: str = field(
         default="mlp_bn",
         metadata={
@@ -85,7 +95,7 @@ class VAdvCSEArguments:
             raise ValueError(f"--vadv_lambda must not be negative, got {self.vadv_lambda}")
         if self.vadv_lambda == 0:
             defaults = {f.name: f.default for f in fields(self)}
-            search = ("divergence", "norm", "sigma", "epsilon", "step_size", "num_steps", "normalize_gradient")
+            search = (*self.search_options(), "shared_dropout")
             changed = [name for name in search if getattr(self, name) != defaults[name]]
             if changed:
                 raise ValueError(f"--{', --'.join(changed)} set, but --vadv_lambda 0 leaves no adversarial term")
@@ -158,13 +168,44 @@ def perturbed_word_embeddings(backbone: nn.Module, r: torch.Tensor):
         handle.remove()
 
 
-def vadvcse_loss(model, encoder: CSEModel, inputs: dict, contrastive_loss, vadv_loss, vadv_lambda: float, noise=None):
+def replaying_rng(device: torch.device):
+    """A context manager factory: every block it opens restarts from the RNG state of this call (the
+    CPU's, and ``device``'s if a GPU) and leaves the RNG outside it as it was, so that a forward in
+    such a block draws the dropout masks of the same forward run right after this call."""
+    gpu = [device] if device.type == "cuda" else []
+    cpu_state = torch.get_rng_state()
+    gpu_states = [torch.cuda.get_rng_state(d) for d in gpu]
+
+    @contextlib.contextmanager
+    def replay():
+        with torch.random.fork_rng(devices=gpu):
+            torch.set_rng_state(cpu_state)
+            for d, state in zip(gpu, gpu_states):
+                torch.cuda.set_rng_state(state, d)
+            yield
+
+    return replay
+
+
+def vadvcse_loss(
+    model,
+    encoder: CSEModel,
+    inputs: dict,
+    contrastive_loss,
+    vadv_loss,
+    vadv_lambda: float,
+    noise=None,
+    shared_dropout: bool = False,
+):
     """L = L_cont + lambda * L_vadv (Eq. 10) for one batch of ``(batch, 2, length)`` inputs.
 
     ``model`` runs the contrastive forward (under DDP, the wrapped model, whose backward syncs the
     gradients); ``encoder`` (the unwrapped model) runs the perturbed forwards, whose gradients join
     the same backward. ``noise``: the standard normal draw of r's random start (default: drawn here,
-    shaped like the anchors' word embeddings). Returns ``(L, views, statistics)``.
+    shaped like the anchors' word embeddings). ``shared_dropout``: the clean prediction comes from
+    its own no-grad forward of the anchors, under the dropout masks of every perturbed forward
+    (default: it is the contrastive forward's, and each perturbed forward draws its own masks).
+    Returns ``(L, views, statistics)``.
     """
     views = model(**inputs)
     anchors, positives = views[:, 0], views[:, 1]
@@ -174,12 +215,18 @@ def vadvcse_loss(model, encoder: CSEModel, inputs: dict, contrastive_loss, vadv_
         return loss_cont, views, stats
     temperature = contrastive_loss.temperature
     candidates = all_gather_with_grad(positives)
-    clean_logits = cosine_logits(all_gather_with_grad(anchors.detach()), candidates.detach(), temperature)
     anchor_inputs = {k: v[:, :1] for k, v in inputs.items()}
     mask = inputs["attention_mask"][:, 0]
+    dropout = replaying_rng(mask.device) if shared_dropout else contextlib.nullcontext
+    if shared_dropout:
+        # outside the replay, so that these masks are consumed from the RNG stream and the noise of
+        # r's random start, drawn next, does not reuse them
+        with torch.no_grad():
+            anchors = encoder(**anchor_inputs)[:, 0]
+    clean_logits = cosine_logits(all_gather_with_grad(anchors.detach()), candidates.detach(), temperature)
 
     def perturbed_logits(r):
-        with perturbed_word_embeddings(encoder.backbone, r):
+        with perturbed_word_embeddings(encoder.backbone, r), dropout():
             perturbed = encoder(**anchor_inputs)[:, 0]
         return cosine_logits(all_gather_with_grad(perturbed), candidates, temperature)
 
@@ -197,10 +244,18 @@ class VAdvCSETrainer(CSETrainer):
     are the Trainer's; r is drawn afresh each step from the torch RNG, which checkpoints restore.
 
     Args (besides ``CSETrainer``'s): ``vadv_loss`` (a :class:`VirtualAdversarialLoss`; None with
-    lambda = 0, which is SimCSE with this model's head) and ``vadv_lambda`` (lambda).
+    lambda = 0, which is SimCSE with this model's head), ``vadv_lambda`` (lambda) and ``shared_dropout``
+    (see :func:`vadvcse_loss`).
     """
 
-    def __init__(self, *args, vadv_loss: VirtualAdversarialLoss | None, vadv_lambda: float = 1e-6, **kwargs):
+    def __init__(
+        self,
+        *args,
+        vadv_loss: VirtualAdversarialLoss | None,
+        vadv_lambda: float = 1e-6,
+        shared_dropout: bool = False,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         if self.is_deepspeed_enabled or self.is_fsdp_enabled:
             # The perturbed forwards run the unwrapped model, whose weights these shard.
@@ -209,17 +264,22 @@ class VAdvCSETrainer(CSETrainer):
             raise ValueError(f"vadv_lambda must not be negative, got {vadv_lambda}")
         if (vadv_loss is None) != (vadv_lambda == 0):
             raise ValueError("give a vadv_loss exactly when vadv_lambda is not 0")
-        self.vadv_loss, self.vadv_lambda = vadv_loss, vadv_lambda
+        if shared_dropout and vadv_loss is None:
+            raise ValueError("shared_dropout set, but vadv_lambda 0 leaves no adversarial term")
+        self.vadv_loss, self.vadv_lambda, self.shared_dropout = vadv_loss, vadv_lambda, shared_dropout
         logger.info(
-            "virtual adversarial term: lambda %g, %s",
+            "virtual adversarial term: lambda %g, %s, %s dropout masks",
             vadv_lambda,
             vadv_loss.get_config_dict() if vadv_loss is not None else "off (SimCSE)",
+            "shared" if shared_dropout else "independent",
         )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if not model.training:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         encoder = self.accelerator.unwrap_model(model)
-        loss, views, stats = vadvcse_loss(model, encoder, inputs, self.loss_fn, self.vadv_loss, self.vadv_lambda)
+        loss, views, stats = vadvcse_loss(
+            model, encoder, inputs, self.loss_fn, self.vadv_loss, self.vadv_lambda, shared_dropout=self.shared_dropout
+        )
         self.record_training_metrics(**stats)
         return (loss, {"embeddings": views}) if return_outputs else loss
