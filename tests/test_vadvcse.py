@@ -403,6 +403,36 @@ def test_run_vadvcse(tiny_bert, tiny_roberta, tmp_path, monkeypatch, family, fla
     torch.testing.assert_close(CSEModel.from_pretrained(out).encode(sentences), cls, rtol=1e-5, atol=1e-6)
 
 
+def test_batchnorm_head_refuses_one_sentence_batches(tiny_bert, tmp_path, monkeypatch):
+    """The perturbed forward normalises a process's anchors alone: a batch of one would fail there."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+
+    def trainer(n, batch, head="mlp_bn", **args):
+        model = CSEModel.from_pretrained(tiny_bert, pooler_type="cls", mlp_only_train=True)
+        model = MLPHeadEncoder.from_encoder(model, batch_norm=head == "mlp_bn")
+        return VAdvCSETrainer(
+            model=model,
+            args=CSETrainingArguments(
+                output_dir=str(tmp_path), per_device_train_batch_size=batch, use_cpu=True, report_to=[], **args
+            ),
+            train_dataset=datasets.Dataset.from_dict(dict(tok(SENTENCES[:n]))),
+            processing_class=tok,
+            loss=InfoNCELoss(0.05),
+            senteval_data_dir=SENTEVAL,
+            vadv_loss=VirtualAdversarialLoss(),
+        )
+
+    with pytest.raises(ValueError, match="last batch of one sentence"):
+        trainer(9, 4)
+    trainer(9, 4, dataloader_drop_last=True)
+    trainer(9, 4, max_steps=2)  # stops before the last batch
+    trainer(9, 4, head="mlp")  # no BatchNorm
+    # one sentence per process: CSETrainer's check of the global batch passes at two processes
+    monkeypatch.setattr(CSETrainingArguments, "world_size", property(lambda self: 2))
+    with pytest.raises(ValueError, match="at least 2 sentences per device"):
+        trainer(9, 1)
+
+
 def rows_of(prefix):
     return [row for row in load_paper_results() if row.startswith(prefix)]
 

@@ -264,6 +264,8 @@ class VAdvCSETrainer(CSETrainer):
             raise ValueError(f"vadv_lambda must not be negative, got {vadv_lambda}")
         if (vadv_loss is None) != (vadv_lambda == 0):
             raise ValueError("give a vadv_loss exactly when vadv_lambda is not 0")
+        if vadv_loss is not None and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in self.model.modules()):
+            self._refuse_one_sentence_batches()
         if shared_dropout and vadv_loss is None:
             raise ValueError("shared_dropout set, but vadv_lambda 0 leaves no adversarial term")
         self.vadv_loss, self.vadv_lambda, self.shared_dropout = vadv_loss, vadv_lambda, shared_dropout
@@ -273,6 +275,23 @@ class VAdvCSETrainer(CSETrainer):
             vadv_loss.get_config_dict() if vadv_loss is not None else "off (SimCSE)",
             "shared" if shared_dropout else "independent",
         )
+
+    def _refuse_one_sentence_batches(self) -> None:
+        """The perturbed forward encodes a process's anchors alone, so a BatchNorm head in training
+        mode fails on a batch of one sentence; say so now rather than at such a batch."""
+        batch = self.args.per_device_train_batch_size
+        fix = "use --head mlp or linear_tanh, or a batch of at least 2 sentences per device"
+        if batch < 2:
+            raise ValueError(f"the BatchNorm head cannot normalise the perturbed forward's single anchor: {fix}")
+        n = len(self.train_dataset) if hasattr(self.train_dataset, "__len__") else None
+        if n is None or self.args.world_size > 1 or self.args.dataloader_drop_last or n % batch != 1:
+            return
+        batches = self.args.max_steps * self.args.gradient_accumulation_steps if self.args.max_steps > 0 else n
+        if batches >= -(-n // batch):  # the training reaches the epoch's last batch
+            raise ValueError(
+                f"{n} training sentences in batches of {batch} leave a last batch of one sentence, which the "
+                "BatchNorm head cannot normalise in the perturbed forward: use --dataloader_drop_last true"
+            )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if not model.training:
