@@ -16,7 +16,8 @@ What the paper leaves open, and our reading (README, "V-advCSE"):
   forward, as in VAT's and SMART's code) against the same candidates h_j+, which keep their
   gradient (they are the "classes" of this prediction, computed by theta). ``shared_dropout``
   instead re-encodes the clean anchors too and runs it and every perturbed forward under one
-  dropout draw, so that F measures r alone, not also the disagreement of two dropout masks.
+  dropout draw, so that F measures r alone, not also the disagreement of two dropout masks (nor
+  that of BN statistics over the 2N contrastive rows and over the N anchors).
 * Under data parallelism the candidates, the clean logits and the perturbed anchors are gathered,
   so p is over the global batch and every process computes the same L (the repository's rule).
 """
