@@ -31,6 +31,7 @@ from cse.methods.vadvcse import (
     VAdvCSEArguments,
     VAdvCSETrainer,
     perturbed_word_embeddings,
+    replaying_rng,
     vadvcse_loss,
 )
 from cse.modeling import CSEModel
@@ -287,6 +288,8 @@ def test_shared_dropout_makes_the_divergence_measure_r_alone(tiny_bert):
     ascended, rng_k3 = l_vadv(True, step_size=2e-2, num_steps=3, **ball)
     assert ascended > start > 0
     assert torch.equal(rng, rng_k3)
+    with pytest.raises(ValueError, match="not mps"):
+        replaying_rng(torch.device("mps"))
 
 
 # --- two processes ---------------------------------------------------------------------------------

@@ -173,6 +173,8 @@ def replaying_rng(device: torch.device):
     """A context manager factory: every block it opens restarts from the RNG state of this call (the
     CPU's, and ``device``'s if a GPU) and leaves the RNG outside it as it was, so that a forward in
     such a block draws the dropout masks of the same forward run right after this call."""
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"shared dropout masks replay the CPU's and CUDA's RNG only, not {device.type}'s")
     gpu = [device] if device.type == "cuda" else []
     cpu_state = torch.get_rng_state()
     gpu_states = [torch.cuda.get_rng_state(d) for d in gpu]
