@@ -13,7 +13,7 @@ What the paper leaves open, and our reading (README, "V-advCSE"):
   in-batch candidates: p(j|x_i) = softmax_j(sim(h_i, h_j+)/tau) (the logits of L_cont, Eq. 7). The
   clean prediction is that of the contrastive forward itself, detached (theta_hat: a constant);
   the perturbed one re-encodes the anchors with x_i + r_i (a fresh dropout mask, as any training
-  forward, as in VAT's and SMART's code) against the same candidates h_j+, which keep their
+  forward, as in SMART's code) against the same candidates h_j+, which keep their
   gradient (they are the "classes" of this prediction, computed by theta). ``shared_dropout``
   instead re-encodes the clean anchors too and runs it and every perturbed forward under one
   dropout draw, so that F measures r alone, not also the disagreement of two dropout masks (nor
@@ -72,8 +72,8 @@ class VAdvCSEArguments:
         default=False,
         metadata={
             "help": "Encode the clean and the perturbed anchors under the same dropout masks (one extra no-grad "
-            "forward), so that L_vadv measures r alone; default: the perturbed forward draws its own, as in VAT's "
-            "and SMART's code."
+            "forward), so that L_vadv measures r alone; default: the perturbed forward draws its own, as in SMART's "
+            "code."
         },
     )
     head: str = field(
