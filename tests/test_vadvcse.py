@@ -373,7 +373,7 @@ def test_run_vadvcse(tiny_bert, tiny_roberta, tmp_path, monkeypatch, family, fla
     model_dir = tiny_bert if family == "bert" else tiny_roberta
     out = str(tmp_path / "run")
     common = ["--model_name_or_path", model_dir, "--train_file", WIKI_HEAD, "--output_dir", out]
-    common += ["--per_device_train_batch_size", "8", "--max_steps", "8", "--eval_steps", "8", "--logging_steps", "4"]
+    common += ["--per_device_train_batch_size", "8", "--max_steps", "24", "--eval_steps", "24", "--logging_steps", "12"]
     common += ["--learning_rate", "1e-3", "--use_cpu", "true", "--disable_tqdm", "true", "--final_eval", "none"]
     common += ["--max_train_samples", "256"]
     trainer = run_vadvcse.main(common + flags)
