@@ -1,0 +1,307 @@
+"""V-advCSE (Ko, "V-advCSE: Virtual Adversarial Contrastive Learning for Sentence Embeddings"):
+unsupervised SimCSE plus a virtual adversarial term, L = L_cont + lambda * L_vadv (Eq. 10), and an
+MLP head with batch normalisation on [CLS].
+
+What the paper leaves open, and our reading (README, "V-advCSE"):
+
+* **x + r**: r perturbs the input word embeddings (the word-embedding layer's output, before the
+  position and token-type embeddings are added and normalised), one r per token of each anchor
+  sentence, zero on padding; the ball ||r_i|| <= eps is per sentence. r enters through a forward
+  hook on the word-embedding layer, so the model still receives ``input_ids`` and computes its
+  position ids exactly as in the clean forward (RoBERTa's depend on the padding).
+* **p(y|x)**: without labels, the prediction is the contrastive one, the anchor's softmax over the
+  in-batch candidates: p(j|x_i) = softmax_j(sim(h_i, h_j+)/tau) (the logits of L_cont, Eq. 7). The
+  clean prediction is that of the contrastive forward itself, detached (theta_hat: a constant);
+  the perturbed one re-encodes the anchors with x_i + r_i (a fresh dropout mask, as any training
+  forward, as in SMART's code) against the same candidates h_j+, which keep their
+  gradient (they are the "classes" of this prediction, computed by theta). ``shared_dropout``
+  instead re-encodes the clean anchors too and runs it and every perturbed forward under one
+  dropout draw, so that F measures r alone, not also the disagreement of two dropout masks (nor
+  that of BN statistics over the 2N contrastive rows and over the N anchors).
+* Under data parallelism the candidates, the clean logits and the perturbed anchors are gathered,
+  so p is over the global batch and every process computes the same L (the repository's rule).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field, fields
+
+import torch
+from torch import nn
+
+from ..distributed import all_gather_with_grad
+from ..losses import cosine_logits
+from ..losses.vadvcse import DIVERGENCES, NORMS, VirtualAdversarialLoss
+from ..modeling import CSEModel
+from ..trainer import CSETrainer
+
+logger = logging.getLogger(__name__)
+
+HEADS = ("mlp_bn", "mlp", "linear_tanh")
+
+
+@dataclass
+class VAdvCSEArguments:
+    vadv_lambda: float = field(
+        default=1e-6, metadata={"help": "lambda in Eq. 10, the weight of L_vadv (Table 6's best; 0: SimCSE)."}
+    )
+    divergence: str = field(
+        default="js",
+        metadata={
+            "help": "F: kl, symmetric_kl or js (Eqs. 11-14; js: the paper's best, Table 5).",
+            "choices": DIVERGENCES,
+        },
+    )
+    norm: str = field(
+        default="linf", metadata={"help": "Norm of the ball and of the ascent step (SMART's linf).", "choices": NORMS}
+    )
+    sigma: float = field(default=1e-5, metadata={"help": "Std of the random start of r (SMART, Jiang et al. 2020)."})
+    epsilon: float = field(default=1e-5, metadata={"help": "Radius of the ball ||r|| <= eps (SMART)."})
+    step_size: float = field(default=1e-3, metadata={"help": "eta, the ascent step (SMART)."})
+    num_steps: int = field(default=1, metadata={"help": "K, ascent iterations (1, after Miyato et al. 2018)."})
+    normalize_gradient: bool = field(
+        default=True,
+        metadata={
+            "help": "Step along the norm's steepest-ascent direction, g/||g||_2 or sign(g) (Eqs. 3-4); "
+            "--no_normalize_gradient: along the raw gradient, Algorithm 1 as printed."
+        },
+    )
+    shared_dropout: bool = field(
+        default=False,
+        metadata={
+            "help": "Encode the clean and the perturbed anchors under the same dropout masks (one extra no-grad "
+            "forward), so that L_vadv measures r alone; default: the perturbed forward draws its own, as in SMART's "
+            "code."
+        },
+    )
+    head: str = field(
+        default="mlp_bn",
+        metadata={
+            "help": "Training head on [CLS]: mlp_bn (linear-BN-ReLU-linear, the paper's), mlp (the same without BN), "
+            "linear_tanh (SimCSE's; Table 4 'w/o BatchNorm').",
+            "choices": HEADS,
+        },
+    )
+
+    def __post_init__(self):
+        if self.divergence not in DIVERGENCES:
+            raise ValueError(f"--divergence must be one of {', '.join(DIVERGENCES)}, got {self.divergence!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"--norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
+        if self.head not in HEADS:
+            raise ValueError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}")
+        if self.vadv_lambda < 0:
+            raise ValueError(f"--vadv_lambda must not be negative, got {self.vadv_lambda}")
+        if self.vadv_lambda == 0:
+            defaults = {f.name: f.default for f in fields(self)}
+            search = (*self.search_options(), "shared_dropout")
+            changed = [name for name in search if getattr(self, name) != defaults[name]]
+            if changed:
+                raise ValueError(f"--{', --'.join(changed)} set, but --vadv_lambda 0 leaves no adversarial term")
+        else:
+            VirtualAdversarialLoss(**self.search_options())  # refuses bad values now, not at the first step
+
+    def search_options(self) -> dict:
+        return {
+            "divergence": self.divergence,
+            "norm": self.norm,
+            "sigma": self.sigma,
+            "epsilon": self.epsilon,
+            "step_size": self.step_size,
+            "num_steps": self.num_steps,
+            "normalize_gradient": self.normalize_gradient,
+        }
+
+
+def mlp_head(hidden_size: int, batch_norm: bool = True) -> nn.Sequential:
+    """linear -> BN -> ReLU -> linear (SimCLR's two-layer projection head, Chen et al., 2020), or the
+    same without BN."""
+    norm = [nn.BatchNorm1d(hidden_size)] if batch_norm else []
+    return nn.Sequential(nn.Linear(hidden_size, hidden_size), *norm, nn.ReLU(), nn.Linear(hidden_size, hidden_size))
+
+
+class MLPHeadEncoder(CSEModel):
+    """A :class:`CSEModel` whose training forward passes [CLS] through an MLP head (``self.head``)
+    instead of the backbone's linear + tanh pooling layer, which is left untouched and frozen.
+
+    The head is used in training only, as SimCSE's unsupervised MLP: the embedding forward,
+    ``encode`` and the export are the backbone's [CLS] (pooler ``cls_before_pooler``, recorded in
+    ``cse_config.json``), so the exported directory is a plain Hugging Face model. The head, with its
+    BN running statistics, is part of this module's state dict and so of every training checkpoint.
+    In training mode BN normalises with the statistics of the batch it is given.
+    """
+
+    def __init__(self, backbone, tokenizer, batch_norm: bool = True):
+        super().__init__(backbone, tokenizer, pooler_type="cls_before_pooler", mlp_only_train=False)
+        self.head = mlp_head(backbone.config.hidden_size, batch_norm)
+
+    @classmethod
+    def from_encoder(cls, encoder: CSEModel, batch_norm: bool = True) -> MLPHeadEncoder:
+        if encoder.pooler_type != "cls" or not encoder.mlp_only_train:
+            raise ValueError(
+                "the MLP head follows [CLS] and is used in training only: keep --pooler_type cls and "
+                f"--mlp_only_train true (got {encoder.pooler_type!r}, mlp_only_train={encoder.mlp_only_train})"
+            )
+        return cls(encoder.backbone, encoder.tokenizer, batch_norm=batch_norm)
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        cls = super().forward(input_ids, attention_mask, token_type_ids)
+        batch, views, hidden = cls.shape
+        return self.head(cls.reshape(batch * views, hidden)).view(batch, views, -1)
+
+
+@contextlib.contextmanager
+def perturbed_word_embeddings(backbone: nn.Module, r: torch.Tensor):
+    """Within the block, the backbone's word-embedding layer outputs ``embedding + r``."""
+    layer = backbone.get_input_embeddings()
+
+    def add(module, args, output):
+        if output.shape != r.shape:
+            raise ValueError(f"perturbation of shape {tuple(r.shape)} for word embeddings of {tuple(output.shape)}")
+        return output + r.to(output.dtype)
+
+    handle = layer.register_forward_hook(add)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def replaying_rng(device: torch.device):
+    """A context manager factory: every block it opens restarts from the RNG state of this call (the
+    CPU's, and ``device``'s if a GPU) and leaves the RNG outside it as it was, so that a forward in
+    such a block draws the dropout masks of the same forward run right after this call."""
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"shared dropout masks replay the CPU's and CUDA's RNG only, not {device.type}'s")
+    gpu = [device] if device.type == "cuda" else []
+    cpu_state = torch.get_rng_state()
+    gpu_states = [torch.cuda.get_rng_state(d) for d in gpu]
+
+    @contextlib.contextmanager
+    def replay():
+        with torch.random.fork_rng(devices=gpu):
+            torch.set_rng_state(cpu_state)
+            for d, state in zip(gpu, gpu_states):
+                torch.cuda.set_rng_state(state, d)
+            yield
+
+    return replay
+
+
+def vadvcse_loss(
+    model,
+    encoder: CSEModel,
+    inputs: dict,
+    contrastive_loss,
+    vadv_loss,
+    vadv_lambda: float,
+    noise=None,
+    shared_dropout: bool = False,
+):
+    """L = L_cont + lambda * L_vadv (Eq. 10) for one batch of ``(batch, 2, length)`` inputs.
+
+    ``model`` runs the contrastive forward (under DDP, the wrapped model, whose backward syncs the
+    gradients); ``encoder`` (the unwrapped model) runs the perturbed forwards, whose gradients join
+    the same backward. ``noise``: the standard normal draw of r's random start (default: drawn here,
+    shaped like the anchors' word embeddings). ``shared_dropout``: the clean prediction comes from
+    its own no-grad forward of the anchors, under the dropout masks of every perturbed forward
+    (default: it is the contrastive forward's, and each perturbed forward draws its own masks).
+    Returns ``(L, views, statistics)``.
+    """
+    views = model(**inputs)
+    anchors, positives = views[:, 0], views[:, 1]
+    loss_cont = contrastive_loss(anchors, positives)
+    stats = {"loss_contrastive": loss_cont.detach()}
+    if vadv_lambda == 0:
+        return loss_cont, views, stats
+    temperature = contrastive_loss.temperature
+    candidates = all_gather_with_grad(positives)
+    anchor_inputs = {k: v[:, :1] for k, v in inputs.items()}
+    mask = inputs["attention_mask"][:, 0]
+    dropout = replaying_rng(mask.device) if shared_dropout else contextlib.nullcontext
+    if shared_dropout:
+        # outside the replay, so that these masks are consumed from the RNG stream and the noise of
+        # r's random start, drawn next, does not reuse them
+        with torch.no_grad():
+            anchors = encoder(**anchor_inputs)[:, 0]
+    clean_logits = cosine_logits(all_gather_with_grad(anchors.detach()), candidates.detach(), temperature)
+
+    def perturbed_logits(r):
+        with perturbed_word_embeddings(encoder.backbone, r), dropout():
+            perturbed = encoder(**anchor_inputs)[:, 0]
+        return cosine_logits(all_gather_with_grad(perturbed), candidates, temperature)
+
+    if noise is None:
+        width = encoder.backbone.get_input_embeddings().embedding_dim
+        noise = torch.randn(*mask.shape, width, device=mask.device)
+    r, loss_vadv = vadv_loss(clean_logits, perturbed_logits, noise, mask)
+    stats.update(loss_vadv=loss_vadv.detach(), perturbation_norm=r.flatten(1).norm(dim=1).mean())
+    return loss_cont + vadv_lambda * loss_vadv.to(loss_cont.dtype), views, stats
+
+
+class VAdvCSETrainer(CSETrainer):
+    """``CSETrainer`` whose ``compute_loss`` adds lambda * L_vadv (:func:`vadvcse_loss`). All of
+    V-advCSE's state is the model's (encoder, head, BN statistics), so checkpoints and resumption
+    are the Trainer's; r is drawn afresh each step from the torch RNG, which checkpoints restore.
+
+    Args (besides ``CSETrainer``'s): ``vadv_loss`` (a :class:`VirtualAdversarialLoss`; None with
+    lambda = 0, which is SimCSE with this model's head), ``vadv_lambda`` (lambda) and ``shared_dropout``
+    (see :func:`vadvcse_loss`).
+    """
+
+    def __init__(
+        self,
+        *args,
+        vadv_loss: VirtualAdversarialLoss | None,
+        vadv_lambda: float = 1e-6,
+        shared_dropout: bool = False,
+        **kwargs,
+    ):
+        super().__init__(*args, **kwargs)
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            # The perturbed forwards run the unwrapped model, whose weights these shard.
+            raise ValueError("V-advCSE does not support DeepSpeed or FSDP: use plain (DDP) data parallelism")
+        if vadv_lambda < 0:
+            raise ValueError(f"vadv_lambda must not be negative, got {vadv_lambda}")
+        if (vadv_loss is None) != (vadv_lambda == 0):
+            raise ValueError("give a vadv_loss exactly when vadv_lambda is not 0")
+        if vadv_loss is not None and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in self.model.modules()):
+            self._refuse_one_sentence_batches()
+        if shared_dropout and vadv_loss is None:
+            raise ValueError("shared_dropout set, but vadv_lambda 0 leaves no adversarial term")
+        self.vadv_loss, self.vadv_lambda, self.shared_dropout = vadv_loss, vadv_lambda, shared_dropout
+        logger.info(
+            "virtual adversarial term: lambda %g, %s, %s dropout masks",
+            vadv_lambda,
+            vadv_loss.get_config_dict() if vadv_loss is not None else "off (SimCSE)",
+            "shared" if shared_dropout else "independent",
+        )
+
+    def _refuse_one_sentence_batches(self) -> None:
+        """The perturbed forward encodes a process's anchors alone, so a BatchNorm head in training
+        mode fails on a batch of one sentence; say so now rather than at such a batch."""
+        batch = self.args.per_device_train_batch_size
+        fix = "use --head mlp or linear_tanh, or a batch of at least 2 sentences per device"
+        if batch < 2:
+            raise ValueError(f"the BatchNorm head cannot normalise the perturbed forward's single anchor: {fix}")
+        n = len(self.train_dataset) if hasattr(self.train_dataset, "__len__") else None
+        if n is None or self.args.world_size > 1 or self.args.dataloader_drop_last or n % batch != 1:
+            return
+        batches = self.args.max_steps * self.args.gradient_accumulation_steps if self.args.max_steps > 0 else n
+        if batches >= -(-n // batch):  # the training reaches the epoch's last batch
+            raise ValueError(
+                f"{n} training sentences in batches of {batch} leave a last batch of one sentence, which the "
+                "BatchNorm head cannot normalise in the perturbed forward: use --dataloader_drop_last true"
+            )
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if not model.training:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        encoder = self.accelerator.unwrap_model(model)
+        loss, views, stats = vadvcse_loss(
+            model, encoder, inputs, self.loss_fn, self.vadv_loss, self.vadv_lambda, shared_dropout=self.shared_dropout
+        )
+        self.record_training_metrics(**stats)
+        return (loss, {"embeddings": views}) if return_outputs else loss
