@@ -44,6 +44,7 @@ def parse_args(argv=None):
         action="store_true",
         help="also alignment (STS-B pairs with gold >= 4), uniformity and largest angle (STS-B sentences)",
     )
+    parser.add_argument("--tasks", nargs="+", default=None, help="only these tasks of the set (e.g. MR SUBJ TREC)")
     parser.add_argument("--seed", type=int, default=1111, help="transfer-task classifiers' seed (SentEval's 1111)")
     parser.add_argument("--senteval_data_dir", default=None, help="default: $CSE_DATA_DIR/senteval")
     parser.add_argument("--output_json", default=None)
@@ -74,6 +75,7 @@ def main(argv=None) -> dict:
         senteval_data_dir=args.senteval_data_dir,
         seed=args.seed,
         classifier_device=args.device,
+        tasks=args.tasks,
     )
     if args.analysis:
         report["analysis"] = stsb_analysis(encode, args.mode, senteval_dir(args.senteval_data_dir))

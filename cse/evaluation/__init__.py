@@ -57,7 +57,7 @@ class SentEvalSuite:
     ``len()`` is the number of distinct sentences; :meth:`run` encodes each once and scores every
     task. The trainer passes a ``"dev"`` suite as its ``eval_dataset``.
     Transfer tasks train SentEval's classifiers (settings of ``mode``, seeded by ``seed``) on
-    ``classifier_device`` (default: the CPU).
+    ``classifier_device`` (default: the CPU). ``tasks`` restricts the set to some of its tasks.
     """
 
     def __init__(
@@ -67,9 +67,17 @@ class SentEvalSuite:
         senteval_data_dir: str | None = None,
         seed: int = 1111,
         classifier_device: str = "cpu",
+        tasks: Sequence[str] | None = None,
     ):
         self.task_set, self.mode = task_set, mode
         self.tasks = tasks_for(task_set, mode)
+        if tasks is not None:
+            unknown = [t for t in tasks if t not in self.tasks]
+            if unknown or not tasks:
+                raise ValueError(
+                    f"tasks {unknown or '[]'} not in task set {task_set!r} ({mode}): {', '.join(self.tasks)}"
+                )
+            self.tasks = tuple(t for t in self.tasks if t in tasks)
         self.classifier_config = dataclasses.replace(CLASSIFIER_CONFIGS[mode], seed=seed)
         self.classifier_device = classifier_device
         data_dir = resolve_senteval_dir(senteval_data_dir)
@@ -126,5 +134,6 @@ class SentEvalSuite:
 def evaluate(
     encode: Encoder, task_set: str = "sts", mode: str = "test", senteval_data_dir: str | None = None, **kwargs
 ) -> dict:
-    """Run a task set once (see :class:`SentEvalSuite`; ``kwargs``: its ``seed``, ``classifier_device``)."""
+    """Run a task set once (see :class:`SentEvalSuite`; ``kwargs``: its ``seed``, ``classifier_device``,
+    ``tasks``)."""
     return SentEvalSuite(task_set, mode, senteval_data_dir, **kwargs).run(encode)
