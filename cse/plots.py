@@ -59,6 +59,7 @@ def align_uniform(reports: Mapping[str, Mapping], path: str) -> None:
     ax.set_xlabel(r"$\ell_{uniform}$")
     ax.set_ylabel(r"$\ell_{align}$")
     ax.set_title(f"Alignment and uniformity ({analyses[0]['split']})")
+    ax.margins(0.2)  # room for the labels
     ax.grid(alpha=0.3)
     _save(fig, path, plt)
 
