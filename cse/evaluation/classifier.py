@@ -107,6 +107,11 @@ class _Optimizer:
         self.state = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
         self.steps = torch.zeros(params[0].shape[0], dtype=torch.float64, device=params[0].device)
 
+    def select(self, keep: torch.Tensor, params: list[torch.Tensor]) -> None:
+        """Go on with the splits ``keep`` (booleans) only, whose parameters are now ``params``."""
+        self.params, self.steps = params, self.steps[keep]
+        self.state = [(a[keep], b[keep]) for a, b in self.state]
+
     def step(self, grads: list[torch.Tensor], active: torch.Tensor | None) -> None:
         """``active``: ``(S,)`` booleans, or ``None`` when every split steps."""
         self.steps += 1 if active is None else active
@@ -185,40 +190,51 @@ def train_classifiers(
     bad_evals = torch.zeros((S, R), dtype=torch.long, device=device)
     stopped = torch.zeros((S, R), dtype=torch.bool, device=device)
     onehot_y = torch.nn.functional.one_hot(y.to(device), nclasses).to(X.dtype)
-    arange_s = torch.arange(S, device=device)
+    live = torch.arange(S, device=device)  # the splits still training; the others are dropped
     n_epoch = 0
-    while not bool(stopped.all()) and n_epoch <= config.max_epoch:
+    while len(live) and n_epoch <= config.max_epoch:
+        n_live = len(live)
         for _ in range(config.epoch_size):
             batches, batch_valid = _padded([train[rng.permutation(len(train))] for rng, train in zip(rngs, trains)])
             batches, batch_valid = batches.to(device), batch_valid.to(device)
             for start in range(0, batches.shape[1], config.batch_size):
                 index = batches[:, start : start + config.batch_size]
-                valid = batch_valid[:, start : start + config.batch_size].to(X.dtype)  # (S, B)
+                valid = batch_valid[:, start : start + config.batch_size].to(X.dtype)  # (L, B)
                 count = valid.sum(1)
-                xb = X[index]  # (S, B, d)
-                logits = torch.bmm(xb, weight.view(S, d, R * nclasses)).view(S, -1, R, nclasses) + bias[:, None]
+                xb = X[index]  # (L, B, d)
+                logits = torch.bmm(xb, weight.view(n_live, d, R * nclasses)).view(n_live, -1, R, nclasses)
+                logits = logits + bias[:, None]
                 # d(mean cross-entropy)/d(logits) = (softmax - onehot) / batch size, on the valid rows
                 scale = valid / count.clamp_min(1)[:, None]
                 grad_logits = (logits.softmax(-1) - onehot_y[index][:, :, None, :]) * scale[:, :, None, None]
-                grad_w = torch.bmm(xb.transpose(1, 2), grad_logits.reshape(S, -1, R * nclasses)).view_as(weight)
+                grad_w = torch.bmm(xb.transpose(1, 2), grad_logits.reshape(n_live, -1, R * nclasses))
                 grad_b = grad_logits.sum(1)
                 # L2 as the optimizer's weight_decay: added to the gradient of weight and bias
-                grad_w = grad_w + expand(reg, weight) * weight
+                grad_w = grad_w.view_as(weight) + expand(reg, weight) * weight
                 grad_b = grad_b + expand(reg, bias) * bias
-                # A stopped classifier may go on training: its kept (best) parameters no longer change.
+                # A stopped classifier of a live split goes on training: its kept parameters no longer change.
                 active = count > 0
                 optimizer.step([grad_w, grad_b], None if bool(active.all()) else active)
         n_epoch += config.epoch_size
-        logits = _logits(X, weight, bias)[dev_index, arange_s[:, None]]  # (S, dev rows, R, C)
+        logits = _logits(X, weight, bias)[dev_index, torch.arange(n_live, device=device)[:, None]]
         correct = ((logits.argmax(-1) == y.to(device)[dev_index][:, :, None]) & dev_valid[:, :, None]).sum(1)
-        accuracy = correct.to(torch.float64) / dev_size[:, None]
-        improved = (accuracy > best_acc) & ~stopped
-        best_acc = torch.where(improved, accuracy, best_acc)
-        best_w = torch.where(expand(improved, weight), weight, best_w)
-        best_b = torch.where(expand(improved, bias), bias, best_b)
-        worse = ~improved & ~stopped
-        stopped |= worse & (bad_evals >= config.tenacity)
-        bad_evals += worse.long()
+        accuracy = correct.to(torch.float64) / dev_size[:, None]  # (L, R)
+        done = stopped[live]
+        improved = (accuracy > best_acc[live]) & ~done
+        best_acc[live] = torch.where(improved, accuracy, best_acc[live])
+        best_w[live] = torch.where(expand(improved, weight), weight, best_w[live])
+        best_b[live] = torch.where(expand(improved, bias), bias, best_b[live])
+        worse = ~improved & ~done
+        stopped[live] = done | (worse & (bad_evals[live] >= config.tenacity))
+        bad_evals[live] += worse.long()
+        keep = ~stopped[live].all(1)
+        if not bool(keep.all()):  # drop the splits whose classifiers have all stopped
+            live, weight, bias, reg = live[keep], weight[keep], bias[keep], reg[keep]
+            dev_index, dev_valid, dev_size = dev_index[keep], dev_valid[keep], dev_size[keep]
+            kept = keep.tolist()
+            rngs = [r for r, k in zip(rngs, kept) if k]
+            trains = [t for t, k in zip(trains, kept) if k]
+            optimizer.select(keep, [weight, bias])
     return best_w, best_b, best_acc.cpu().numpy()
 
 
