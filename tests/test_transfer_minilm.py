@@ -79,3 +79,30 @@ def test_all_seven_tasks(minilm, tmp_path):
     analysis = json.loads((tmp_path / "r.json").read_text())["analysis"]
     assert analysis["n_positive_pairs"] > 100 and len(analysis["cosines"]) == 1379
     assert 0 < analysis["alignment"] < 2 and analysis["uniformity"] < 0 and 0 < analysis["largest_angle"] <= 180
+
+
+def test_cli_full_set_prints_both_tables_and_the_analysis(tiny_bert, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    args = ["--model_name_or_path", tiny_bert, "--pooler", "avg", "--mode", "dev", "--task_set", "full"]
+    args += [
+        "--tasks",
+        "STSBenchmark",
+        "TREC",
+        "--senteval_data_dir",
+        SENTEVAL,
+        "--analysis",
+        "--output_json",
+        str(out),
+    ]
+    report = senteval_eval.main(args)
+    printed = capsys.readouterr().out
+    assert "| Model | STS-B | Avg. |" in printed and "| Model | TREC | Avg. |" in printed
+    assert "| Model | alignment | uniformity | largest_angle |" in printed
+    saved = json.loads(out.read_text())
+    assert set(saved["score_groups"]) == {"sts", "transfer"} and saved["scores"] == saved["score_groups"]["sts"]
+    # dev mode: SentEval's devacc (cross-validation on TREC's train set), fasttest settings
+    assert saved["score_groups"]["transfer"]["TREC"] == saved["tasks"]["TREC"]["devacc"]
+    assert saved["analysis"]["split"] == "STSBenchmark dev" and len(saved["analysis"]["gold"]) == 1500
+    assert report["tasks"]["STSBenchmark"]["n"] == 1500
+    with pytest.raises(ValueError, match="not in task set"):
+        senteval_eval.main([*args[:7], "sts", "--tasks", "MR", "--senteval_data_dir", SENTEVAL])
