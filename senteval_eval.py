@@ -34,7 +34,10 @@ def parse_args(argv=None):
         "--pooler", choices=POOLERS, default=None, help=f"default: the pooler recorded in the model's {CSE_CONFIG_NAME}"
     )
     parser.add_argument(
-        "--mode", choices=MODES, default="test", help="dev: STS-B dev + SICK-R trial; test: 7 test sets"
+        "--mode",
+        choices=MODES,
+        default="test",
+        help="dev: STS-B dev + SICK-R trial, transfer devacc (fasttest); test: test sets",
     )
     parser.add_argument(
         "--task_set", choices=sorted(TASK_SETS), default="sts", help="sts, transfer (MR ... MRPC) or full (both)"
