@@ -3,7 +3,8 @@
 
     python senteval_eval.py --model_name_or_path result/my-simcse --mode test --task_set sts
 
-prints the papers' table (Spearman x 100) and, with --output_json, writes every figure.
+prints the papers' table (Spearman x 100; transfer tasks: accuracy x 100) and, with --output_json,
+writes every figure. --analysis adds alignment, uniformity and the largest angle on STS-B.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import time
 import torch
 
 from cse.evaluation import MODES, TASK_SETS, evaluate
+from cse.evaluation.analysis import stsb_analysis
 from cse.modeling import CSE_CONFIG_NAME, CSEModel
+from cse.paths import senteval_dir
 from cse.pooling import POOLERS
 from cse.results import markdown_table
 
@@ -31,9 +34,21 @@ def parse_args(argv=None):
         "--pooler", choices=POOLERS, default=None, help=f"default: the pooler recorded in the model's {CSE_CONFIG_NAME}"
     )
     parser.add_argument(
-        "--mode", choices=MODES, default="test", help="dev: STS-B dev + SICK-R trial; test: 7 test sets"
+        "--mode",
+        choices=MODES,
+        default="test",
+        help="dev: STS-B dev + SICK-R trial, transfer devacc (fasttest); test: test sets",
     )
-    parser.add_argument("--task_set", choices=sorted(TASK_SETS), default="sts")
+    parser.add_argument(
+        "--task_set", choices=sorted(TASK_SETS), default="sts", help="sts, transfer (MR ... MRPC) or full (both)"
+    )
+    parser.add_argument(
+        "--analysis",
+        action="store_true",
+        help="also alignment (STS-B pairs with gold >= 4), uniformity and largest angle (STS-B sentences)",
+    )
+    parser.add_argument("--tasks", nargs="+", default=None, help="only these tasks of the set (e.g. MR SUBJ TREC)")
+    parser.add_argument("--seed", type=int, default=1111, help="transfer-task classifiers' seed (SentEval's 1111)")
     parser.add_argument("--senteval_data_dir", default=None, help="default: $CSE_DATA_DIR/senteval")
     parser.add_argument("--output_json", default=None)
     parser.add_argument("--batch_size", type=int, default=128)
@@ -50,22 +65,32 @@ def main(argv=None) -> dict:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     model = CSEModel.from_pretrained(args.model_name_or_path, pooler_type=args.pooler).to(args.device)
     start = time.perf_counter()
-    report = evaluate(
-        lambda sentences: model.encode(
+
+    def encode(sentences):
+        return model.encode(
             sentences, batch_size=args.batch_size, max_length=args.max_seq_length, autocast_dtype=DTYPES[args.dtype]
-        ).numpy(),
+        ).numpy()
+
+    report = evaluate(
+        encode,
         task_set=args.task_set,
         mode=args.mode,
         senteval_data_dir=args.senteval_data_dir,
+        seed=args.seed,
+        classifier_device=args.device,
+        tasks=args.tasks,
     )
+    if args.analysis:
+        report["analysis"] = stsb_analysis(encode, args.mode, senteval_dir(args.senteval_data_dir))
     report.update(
         model=args.model_name_or_path, pooler=model.pooler_type, seconds=round(time.perf_counter() - start, 2)
     )
-    print(
-        markdown_table(
-            {os.path.basename(os.path.normpath(args.model_name_or_path)): report["scores"]}, list(report["scores"])
-        )
-    )
+    name = os.path.basename(os.path.normpath(args.model_name_or_path))
+    for scores in report["score_groups"].values():
+        print(markdown_table({name: scores}, list(scores)))
+    if args.analysis:
+        analysis = {k: report["analysis"][k] for k in ("alignment", "uniformity", "largest_angle")}
+        print(markdown_table({name: analysis}, list(analysis)))
     if args.output_json:
         os.makedirs(os.path.dirname(os.path.abspath(args.output_json)), exist_ok=True)
         with open(args.output_json, "w", encoding="utf-8") as f:

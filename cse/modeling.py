@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
+from .export import write_sentence_transformers_files
 from .pooling import NEEDS_HIDDEN_STATES, check_pooler, pool
 
 CSE_CONFIG_NAME = "cse_config.json"
@@ -175,8 +176,9 @@ class CSEModel(nn.Module):
 
     def save_pretrained(self, save_directory: str, state_dict: dict | None = None) -> None:
         """Export a plain Hugging Face model directory (backbone, tokenizer) plus ``cse_config.json``
-        recording the evaluation pooler. ``state_dict`` is this module's full state dict when the
-        caller had to gather it (DeepSpeed); by default the live weights are saved."""
+        recording the evaluation pooler, and sentence-transformers' module files (:mod:`cse.export`).
+        ``state_dict`` is this module's full state dict when the caller had to gather it (DeepSpeed);
+        by default the live weights are saved."""
         os.makedirs(save_directory, exist_ok=True)
         backbone_state = None
         if state_dict is not None:
@@ -184,6 +186,9 @@ class CSEModel(nn.Module):
             backbone_state = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
         self.backbone.save_pretrained(save_directory, state_dict=backbone_state)
         self.tokenizer.save_pretrained(save_directory)
+        write_sentence_transformers_files(
+            save_directory, self.backbone, self.tokenizer, self.eval_pooler, backbone_state
+        )
         with open(os.path.join(save_directory, CSE_CONFIG_NAME), "w", encoding="utf-8") as f:
             json.dump(
                 {

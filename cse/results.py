@@ -7,13 +7,25 @@ tables that put our scores beside them.
 
 Several JSONs with ``--paper_row`` are seeds of one model: the row shows mean ± standard deviation
 (sample, n - 1) per column, and the difference is the mean's.
+
+``--runs`` collects many runs and seeds into paper-style tables, one per score kind (STS, transfer):
+
+    python -m cse.results --runs result/simcse-seed1 result/simcse-seed2 result/mixcse-seed1 ... \
+        --paper_row simcse=simcse_unsup_bert_base mixcse=mixcse_bert_base
+
+Each argument is a run directory (its ``*_results.json`` files are merged) or a result JSON (its run
+is its folder); runs whose names differ only by a ``seed<N>`` suffix (``-seed1``, ``_seed2``) are
+the seeds of one group, shown as mean ± std. ``--paper_row GROUP=ROW`` puts a paper row and the
+difference under a group (a bare ``ROW`` when there is one group).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -88,27 +100,122 @@ def compare_with_paper(
     return f"Paper: {paper['paper']}\n\n{table}"
 
 
+SEED_SUFFIX = re.compile(r"[-_.]?seed[-_]?\d+$")
+SCORE_KINDS = {"sts": "STS (Spearman x 100)", "transfer": "Transfer tasks (accuracy x 100)"}
+
+
+def score_kind(columns) -> str:
+    return "transfer" if "MR" in columns or "MRPC" in columns else "sts"
+
+
+def score_groups(report: Mapping) -> dict:
+    """``{kind: scores}`` of a result JSON (``score_groups``, or its ``scores`` for older JSONs)."""
+    return dict(report.get("score_groups") or {score_kind(report["scores"]): report["scores"]})
+
+
+def collect_runs(paths: Sequence[str]) -> dict[str, list[dict]]:
+    """``{group: [{kind: scores} per seed]}`` from run directories and result JSONs, in the order
+    given; a run's group is its folder name less a ``seed<N>`` suffix."""
+    runs: dict[str, dict] = {}
+    for path in paths:
+        files = sorted(glob.glob(os.path.join(path, "*_results.json"))) if os.path.isdir(path) else [path]
+        if not files:
+            raise FileNotFoundError(f"{path}: no *_results.json in this run directory")
+        run_dir = os.path.normpath(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)))
+        for file in files:
+            with open(file, encoding="utf-8") as f:
+                runs.setdefault(run_dir, {}).update(score_groups(json.load(f)))
+    groups: dict[str, list[dict]] = {}
+    for run_dir, kinds in runs.items():
+        groups.setdefault(SEED_SUFFIX.sub("", os.path.basename(run_dir)), []).append(kinds)
+    return groups
+
+
+def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str], path: str = PAPER_RESULTS) -> str:
+    """One markdown table per score kind: each group's mean ± std over its seeds, then, where
+    ``paper_rows`` names one for the group, the paper's row and the difference."""
+    papers = load_paper_results(path)
+    unknown = sorted(set(paper_rows.values()) - set(papers))
+    if unknown:
+        raise ValueError(f"unknown paper row(s) {', '.join(unknown)} (see {path})")
+    out = []
+    for kind, title in SCORE_KINDS.items():
+        rows, columns = {}, None
+        for group, seeds in groups.items():
+            with_kind = [seed[kind] for seed in seeds if kind in seed]
+            if not with_kind:
+                continue
+            if len(with_kind) != len(seeds):
+                raise ValueError(f"{group}: {len(seeds) - len(with_kind)} of {len(seeds)} runs lack {kind} results")
+            ours = aggregate_seeds(with_kind)
+            columns = columns or list(ours)
+            rows[group if len(seeds) == 1 else f"{group} ({len(seeds)} seeds)"] = ours
+            paper = papers.get(paper_rows.get(group, ""))
+            if paper is not None and score_kind(paper["scores"]) == kind:
+                rows[f"paper, {paper['table']}: {paper['model']}"] = paper["scores"]
+                rows[f"{group} - paper"] = {
+                    c: mean_value(ours[c]) - paper["scores"][c] for c in paper["scores"] if c in ours
+                }
+        if rows:
+            out.append(f"{title}\n\n{markdown_table(rows, columns)}")
+    if not out:
+        raise ValueError("no scores to tabulate")
+    return "\n\n".join(out)
+
+
+def _paper_row_map(values: Sequence[str], groups: Sequence[str]) -> dict[str, str]:
+    mapping = {}
+    for value in values:
+        group, sep, row = value.rpartition("=")
+        if not sep:
+            if len(groups) != 1:
+                raise ValueError(f"--paper_row {value}: {len(groups)} groups; write GROUP=ROW")
+            group = groups[0]
+        if group not in groups:
+            raise ValueError(f"--paper_row {value}: no group {group!r} (groups: {', '.join(groups)})")
+        mapping[group] = row
+    return mapping
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         description="Print result JSONs of senteval_eval.py / run_*.py as one table, or one beside a paper row."
     )
-    parser.add_argument("result_json", nargs="+")
+    parser.add_argument("result_json", nargs="+", help="result JSONs (with --runs: run directories or JSONs)")
     parser.add_argument(
         "--paper_row",
+        nargs="+",
         default=None,
-        help="row id in configs/paper_results.yaml; several JSONs are then seeds of one model (mean ± std)",
+        help="row id in configs/paper_results.yaml; several JSONs are then seeds of one model (mean ± std). "
+        "With --runs: GROUP=ROW for each group to compare",
     )
     parser.add_argument("--name", nargs="+", default=None, help="row name(s); default: ours / the JSONs' folders")
+    parser.add_argument(
+        "--runs", action="store_true", help="group runs by name less a seed<N> suffix; one table per score kind"
+    )
     args = parser.parse_args(argv)
+    if args.runs:
+        groups = collect_runs(args.result_json)
+        if args.name is not None:
+            if len(args.name) != len(groups):
+                parser.error(f"{len(groups)} group(s) but {len(args.name)} --name(s)")
+            groups = dict(zip(args.name, groups.values()))
+        try:
+            print(runs_tables(groups, _paper_row_map(args.paper_row or [], list(groups))))
+        except ValueError as error:
+            parser.error(str(error))
+        return
     scores = []
     for path in args.result_json:
         with open(path, encoding="utf-8") as f:
             scores.append(json.load(f)["scores"])
     if args.paper_row is not None:
+        if len(args.paper_row) != 1:
+            parser.error("one --paper_row without --runs")
         if args.name is not None and len(args.name) != 1:
             parser.error("--paper_row makes one row: give one --name")
         name = args.name[0] if args.name else "ours" if len(scores) == 1 else f"ours ({len(scores)} seeds)"
-        print(compare_with_paper(aggregate_seeds(scores), args.paper_row, name=name))
+        print(compare_with_paper(aggregate_seeds(scores), args.paper_row[0], name=name))
         return
     if args.name is not None and len(args.name) != len(args.result_json):
         parser.error(f"{len(args.result_json)} result JSON(s) but {len(args.name)} --name(s)")

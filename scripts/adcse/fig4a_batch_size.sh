@@ -17,4 +17,4 @@ for batch in 32 64 96 128; do
         results+=("$root/${method}_batch$batch/sts_test_results.json") names+=("$method, batch $batch")
     done
 done
-python -m cse.results "${results[@]}" --name "${names[@]}"
+python -m cse.results --runs "${results[@]}" --name "${names[@]}"

@@ -14,4 +14,4 @@ for temp in 0.01 0.05 0.1 0.2 0.5; do
     sts_test "$root/temp$temp"
     results+=("$root/temp$temp/sts_test_results.json") names+=("tau $temp")
 done
-python -m cse.results "${results[@]}" --name "${names[@]}"
+python -m cse.results --runs "${results[@]}" --name "${names[@]}"

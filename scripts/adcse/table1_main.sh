@@ -11,4 +11,4 @@ source scripts/lib.sh
 out=${OUTPUT_DIR:-result/adcse-bert-base}
 train run_adcse.py "$out" 64 configs/adcse_bert_base.yaml --final_eval none "$@"
 sts_test "$out"
-python -m cse.results "$out/sts_test_results.json" --paper_row adcse_bert_base --name "ours ($out)"
+python -m cse.results --runs "$out" --paper_row adcse_bert_base --name "ours ($out)"

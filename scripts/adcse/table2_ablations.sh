@@ -19,6 +19,6 @@ for row in "${rows[@]}"; do
     sts_test "$root/$row"
 done
 for row in "${rows[@]}"; do
-    python -m cse.results "$root/$row/sts_test_results.json" --paper_row "$row" --name "ours (${flags[$row]:-full})"
+    python -m cse.results --runs "$root/$row" --paper_row "$row" --name "ours (${flags[$row]:-full})"
     echo
 done

@@ -8,4 +8,4 @@ cd "$(dirname "$0")/../.."
 source scripts/lib.sh
 out=${OUTPUT_DIR:-result/simcse-bert-base}
 train run_simcse.py "$out" 64 configs/simcse_bert_base.yaml "$@"
-python -m cse.results "$out/sts_test_results.json" --paper_row simcse_unsup_bert_base --name "ours ($out)"
+python -m cse.results --runs "$out" --paper_row simcse_unsup_bert_base --name "ours ($out)"

@@ -1,0 +1,110 @@
+"""sentence-transformers module files beside an exported model, so that
+``SentenceTransformer(dir)`` embeds exactly as our evaluator's pooler does.
+
+The directory already holds the Hugging Face backbone and tokenizer (``modules.json`` module 0, a
+``Transformer`` at the directory itself); we add a ``Pooling`` module and, for the ``cls`` pooler,
+a ``Dense`` module (linear + tanh) holding a copy of the backbone's pooling layer, since
+sentence-transformers' ``Transformer`` does not expose ``pooler_output``:
+
+========================  =================================================
+pooler                    sentence-transformers modules
+========================  =================================================
+``cls``                   Transformer, Pooling(cls), Dense(tanh) = pooler
+``cls_before_pooler``     Transformer, Pooling(cls)
+``avg``                   Transformer, Pooling(mean)
+``max``                   Transformer, Pooling(max)
+========================  =================================================
+
+``avg_first_last`` and ``avg_top2`` are not exported: they read intermediate layers, which
+sentence-transformers' ``Transformer`` passes on only when the backbone's config sets
+``output_hidden_states=True`` — a change to ``config.json`` that would alter what ``AutoModel``
+returns for every other user of the directory. For them no module files are written (and a warning
+logged); note that sentence-transformers then falls back to mean pooling (``avg``), so load such a
+model with :class:`cse.modeling.CSEModel` instead.
+
+The files use the module names and legacy keys that every sentence-transformers release since 2.x
+reads (``sentence_transformers.models.*``, ``pooling_mode_*_tokens``). Encoding is not truncated
+by our evaluator; ``max_seq_length`` is set to the backbone's position limit so that it is not
+truncated there either for any sentence the backbone can take.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+from safetensors.torch import save_file
+
+logger = logging.getLogger(__name__)
+
+POOLING_MODES = {"cls": "cls_token", "cls_before_pooler": "cls_token", "avg": "mean_tokens", "max": "max_tokens"}
+EXPORTABLE_POOLERS = tuple(POOLING_MODES)
+_LEGACY_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens")
+
+
+def _write_json(path: str, data) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+
+
+def _max_seq_length(config, tokenizer) -> int:
+    # RoBERTa's positions start after the padding index: 514 positions hold 512 tokens.
+    limit = config.max_position_embeddings - (2 if config.model_type in ("roberta", "xlm-roberta", "camembert") else 0)
+    return min(limit, tokenizer.model_max_length)
+
+
+def write_sentence_transformers_files(
+    save_directory: str, backbone, tokenizer, pooler: str, state_dict: dict | None = None
+) -> bool:
+    """Write ``modules.json``, ``sentence_bert_config.json``, ``1_Pooling/`` (and ``2_Dense/`` for
+    ``cls``) into a saved model directory; ``False`` (nothing written) for a pooler that cannot be
+    exported (see the module docstring). ``state_dict``: the backbone's weights as saved, when they
+    are not the live ones (gathered under DeepSpeed)."""
+    if pooler not in POOLING_MODES:
+        logger.warning(
+            "pooler %r has no sentence-transformers equivalent; %s loads with CSEModel only "
+            "(SentenceTransformer would fall back to mean pooling)",
+            pooler,
+            save_directory,
+        )
+        return False
+    hidden = backbone.config.hidden_size
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    pooling = {"word_embedding_dimension": hidden}
+    pooling.update({f"pooling_mode_{mode}": mode == POOLING_MODES[pooler] for mode in _LEGACY_MODES})
+    _write_json(os.path.join(save_directory, "1_Pooling", "config.json"), pooling)
+    if pooler == "cls":
+        head = backbone.pooler.dense
+        modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+        dense = os.path.join(save_directory, "2_Dense")
+        _write_json(
+            os.path.join(dense, "config.json"),
+            {
+                "in_features": head.in_features,
+                "out_features": head.out_features,
+                "bias": head.bias is not None,
+                "activation_function": "torch.nn.modules.activation.Tanh",
+            },
+        )
+        live = {"weight": head.weight, "bias": head.bias}
+        weights = {
+            f"linear.{name}": (live[name] if state_dict is None else state_dict[f"pooler.dense.{name}"])
+            .detach()
+            .cpu()
+            .contiguous()
+            for name in ("weight", "bias")
+            if live[name] is not None
+        }
+        save_file(weights, os.path.join(dense, "model.safetensors"))
+    _write_json(os.path.join(save_directory, "modules.json"), modules)
+    _write_json(
+        os.path.join(save_directory, "sentence_bert_config.json"),
+        {"max_seq_length": _max_seq_length(backbone.config, tokenizer), "do_lower_case": False},
+    )
+    return True
