@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
+import run_mixcse
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.data import TwoViewCollator
 from cse.evaluation import SentEvalSuite
@@ -248,7 +249,11 @@ def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pa
     trainer = MixCSETrainer(
         model=CSEModel.from_pretrained(tiny_bert, pooler_type="cls", mlp_only_train=True),
         args=CSETrainingArguments(
-            output_dir=str(tmp_path), per_device_train_batch_size=4, use_cpu=True, report_to=[], save_strategy="no"
+            output_dir=str(tmp_path),
+            per_device_train_batch_size=4,
+            use_cpu=True,
+            report_to=[],
+            load_best_model_at_end=False,
         ),
         data_collator=TwoViewCollator(tok),
         processing_class=tok,
@@ -268,7 +273,7 @@ def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pa
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     widest = np.degrees(np.arccos(np.clip(x @ x.T, -1.0, 1.0))).max()
     assert metrics["eval_stsb_largest_angle"] == pytest.approx(widest, abs=1e-3)
-    assert set(metrics) == {"eval_stsb_spearman", "eval_sickr_spearman", "eval_avg_sts", "eval_stsb_largest_angle"}
+    assert {"eval_stsb_spearman", "eval_sickr_spearman", "eval_avg_sts"} < set(metrics)
     assert isinstance(suite, SentEvalSuite) and len(sentences) < len(suite)  # SICK-R trial left out
 
 
@@ -280,34 +285,29 @@ def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pa
     [[], ["--variant", "paper", "--single"], ["--no_stop_gradient"]],
     ids=["default", "paper_single", "no_stop_gradient"],
 )
-def test_run_mixcse_with_each_flag(tiny_bert, tmp_path, flags):
+def test_run_mixcse_with_each_flag(tiny_bert, tmp_path, monkeypatch, flags):
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)
     out = str(tmp_path / "run")
-    args = ["--model_name_or_path", tiny_bert, "--train_file", WIKI_HEAD, "--output_dir", out]
-    args += ["--per_device_train_batch_size", "8", "--max_steps", "24", "--eval_steps", "12", "--logging_steps", "6"]
+    args = ["--model_name_or_path", tiny_bert, "--train_file", WIKI_HEAD, "--max_train_samples", "256"]
+    args += ["--per_device_train_batch_size", "8", "--max_steps", "12", "--eval_steps", "12", "--logging_steps", "4"]
     args += ["--learning_rate", "1e-3", "--use_cpu", "true", "--disable_tqdm", "true", "--final_eval", "none"]
-    env = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(
-        [sys.executable, os.path.join(REPO, "run_mixcse.py"), *args, *flags],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    log = proc.stdout + proc.stderr
-    assert f"'form': '{'paper' if '--variant' in flags else 'released'}'" in log
-    assert f"'single': {'--single' in flags}" in log
-    assert f"'stop_gradient': {'--no_stop_gradient' not in flags}" in log
+    trainer = run_mixcse.main([*args, "--output_dir", out, *flags])
+    assert trainer.loss_fn.get_config_dict() == {
+        "temperature": 0.05,
+        "mix_lambda": 0.2,
+        "form": "paper" if "--variant" in flags else "released",
+        "single": "--single" in flags,
+        "stop_gradient": "--no_stop_gradient" not in flags,
+        "gather_across_devices": True,
+    }
     with open(os.path.join(out, "trainer_state.json")) as f:
         history = json.load(f)["log_history"]
     logged = [entry for entry in history if "loss" in entry]
-    assert len(logged) == 4
+    assert len(logged) == 3
     for entry in logged:
         assert all(math.isfinite(entry[k]) for k in ("positive_score", "negative_score", "mix_score"))
     evaluations = [entry for entry in history if "eval_stsb_spearman" in entry]
-    assert len(evaluations) == 2
-    assert all(0.0 <= entry["eval_stsb_largest_angle"] <= 180.0 for entry in evaluations)
+    assert len(evaluations) == 1 and 0.0 <= evaluations[0]["eval_stsb_largest_angle"] <= 180.0
     with open(os.path.join(out, "run_args.json")) as f:  # the method's settings guard resumption
         method = json.load(f)["method"]
     assert (method["single"], method["stop_gradient"]) == ("--single" in flags, "--no_stop_gradient" not in flags)
