@@ -5,8 +5,8 @@ the largest-angle analysis, and ``run_mixcse.py`` end to end with each flag."""
 import json
 import math
 import os
+import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,8 +21,11 @@ from cse.evaluation import SentEvalSuite
 from cse.losses.mixcse import MixCSELoss
 from cse.methods.mixcse import MixCSEArguments, MixCSETrainer
 from cse.modeling import CSEModel
+from cse.results import load_paper_results
 
 from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, torchrun
+from .mixcse_ddp_worker import CONFIGS
+from .test_scripts import fake_tools
 
 ABLATIONS = {"default": {}, "single": {"single": True}, "no_sg": {"stop_gradient": False}}
 
@@ -214,9 +217,6 @@ def test_stop_gradient_blocks_exactly_the_mixed_negatives_path(form):
 def test_two_processes_equal_one_process_on_the_concatenated_batch(tmp_path):
     """Rank 0 holds rows 0-3, rank 1 rows 4-7; "next row" runs over the gathered global batch (row 3
     mixes with row 4, row 7 with row 0), so every process computes the single-process loss."""
-    sys.path.insert(0, os.path.join(REPO, "tests"))
-    from mixcse_ddp_worker import CONFIGS
-
     z1, z2 = embeddings(n=8, d=6, seed=7)
     save_file({"anchors": z1, "positives": z2}, str(tmp_path / "batch.safetensors"))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -330,3 +330,45 @@ def test_shipped_configs_hold_the_papers_settings():
         assert train_args.metric_for_best_model == "stsb_spearman" and train_args.load_best_model_at_end
         assert (mixcse_args.variant, mixcse_args.mix_lambda) == ("released", 0.2)
         assert not mixcse_args.single and mixcse_args.stop_gradient
+
+
+# --- the reproduction scripts, with stand-in tools --------------------------------------------
+
+
+def run_script(tmp_path, script, *args):
+    env, log = fake_tools(tmp_path)
+    env = {**env, "OUTPUT_DIR": str(tmp_path / "out"), "NUM_GPUS": "2", "SEEDS": "1 2"}
+    proc = subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return [line.split() for line in log.read_text().splitlines()] if log.exists() else [], proc.stdout
+
+
+def test_scripts_train_each_seed_once_and_print_mean_and_std_beside_the_paper_rows(tmp_path):
+    runs, printed = run_script(tmp_path, "scripts/mixcse/table1_sts.sh", "--variant", "paper")
+    # per size, one run per seed, on two processes of 32 (global batch 64), the extra flags passed on
+    assert [(r[6], r[r.index("--seed") + 1]) for r in runs] == [
+        ("configs/mixcse_bert_base.yaml", "1"),
+        ("configs/mixcse_bert_base.yaml", "2"),
+        ("configs/mixcse_bert_large.yaml", "1"),
+        ("configs/mixcse_bert_large.yaml", "2"),
+    ]
+    assert all(r[5] == "run_mixcse.py" and r[-6:-3] == ["--variant", "paper", "--output_dir"] for r in runs)
+    assert all(r[-2:] == ["--per_device_train_batch_size", "32"] for r in runs)
+    # one cse.results call per row, over both seeds' JSONs
+    calls = [line for line in printed.splitlines() if line.startswith("python -m cse.results")]
+    assert [re.findall(r"--paper_row (\w+)", c) for c in calls] == [["mixcse_bert_base"], ["mixcse_bert_large"]]
+    assert [c.count("sts_test_results.json") for c in calls] == [2, 2]
+    # Table 2 evaluates the same runs (same flags): nothing is trained again
+    runs2, printed = run_script(tmp_path, "scripts/mixcse/table2_transfer.sh", "--variant", "paper")
+    assert runs2 == runs
+    assert re.findall(r"--paper_row (\w+)", printed) == ["mixcse_bert_base_transfer", "mixcse_bert_large_transfer"]
+    # Table 3: three ablations per size; the full model's runs are Table 1's when the flags agree
+    runs3, printed = run_script(tmp_path / "t3", "scripts/mixcse/table3_ablations.sh")
+    assert [[a for a in r if a in ("--single", "--no_stop_gradient")] for r in runs3] == (
+        [[]] * 2 + [["--single"]] * 2 + [["--no_stop_gradient"]] * 2
+    ) * 2
+    rows = re.findall(r"--paper_row (\w+)", printed)
+    models = ("mixcse", "mixcse_single", "mixcse_wo_sg")
+    assert rows == [f"{m}_bert_{size}_avgs" for size in ("base", "large") for m in models]
+    assert all(load_paper_results()[row]["scores"].keys() == {"STS Avg.", "Transfer Avg."} for row in rows)
+    assert printed.count("sts_transfer_avg.json") == 2 * len(rows)
