@@ -31,7 +31,14 @@ def main(argv=None):
         stop_gradient=mixcse_args.stop_gradient,
     )
     return train_and_evaluate(
-        model_args, data_args, training_args, model, loss, trainer_class=MixCSETrainer, method_args=mixcse_args
+        model_args,
+        data_args,
+        training_args,
+        model,
+        loss,
+        trainer_class=MixCSETrainer,
+        method_args=mixcse_args,
+        selection_pooler=mixcse_args.selection_pooler(model_args),
     )
 
 

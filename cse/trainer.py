@@ -73,9 +73,12 @@ class CSETrainer(Trainer):
             self._recorded.clear()
         super().log(logs, start_time)
 
-    def encode(self, sentences, autocast_dtype: torch.dtype | None = None):
+    def encode(self, sentences, autocast_dtype: torch.dtype | None = None, pooler_type: str | None = None):
         return self.model.encode(
-            sentences, batch_size=self.args.per_device_eval_batch_size, autocast_dtype=autocast_dtype
+            sentences,
+            batch_size=self.args.per_device_eval_batch_size,
+            autocast_dtype=autocast_dtype,
+            pooler_type=pooler_type,
         ).numpy()
 
     def senteval(self, suite: SentEvalSuite) -> dict:

@@ -148,6 +148,15 @@ def test_bad_arguments_are_refused():
         MixCSEArguments(variant="eq2")
     with pytest.raises(ValueError, match="--mix_lambda"):
         MixCSEArguments(mix_lambda=1.5)
+    # model selection through the MLP: the released code's default, only where the MLP is training-only
+    cls, avg = ModelArguments(pooler_type="cls"), ModelArguments(pooler_type="avg")
+    assert MixCSEArguments().selection_pooler(cls) == "cls"
+    assert MixCSEArguments(variant="paper").selection_pooler(cls) is None
+    assert MixCSEArguments(select_with_mlp=False).selection_pooler(cls) is None
+    assert MixCSEArguments(variant="paper", select_with_mlp=True).selection_pooler(cls) == "cls"
+    assert MixCSEArguments().selection_pooler(avg) is None
+    with pytest.raises(ValueError, match="--select_with_mlp needs"):
+        MixCSEArguments(select_with_mlp=True).selection_pooler(avg)
 
 
 # --- the stop-gradient -----------------------------------------------------------------------
@@ -244,7 +253,17 @@ def test_two_processes_equal_one_process_on_the_concatenated_batch(tmp_path):
 # --- the largest angle from the evaluation's own embeddings -----------------------------------
 
 
-def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pass(tiny_bert, tmp_path):
+def widest_angle(x):
+    """The largest angle (degrees) over every pair of rows, in float64."""
+    x = x.double().numpy()
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return np.degrees(np.arccos(np.clip(x @ x.T, -1.0, 1.0))).max()
+
+
+@pytest.mark.parametrize("selection_pooler", [None, "cls"])
+def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pass(
+    tiny_bert, tmp_path, selection_pooler
+):
     tok = AutoTokenizer.from_pretrained(tiny_bert)
     trainer = MixCSETrainer(
         model=CSEModel.from_pretrained(tiny_bert, pooler_type="cls", mlp_only_train=True),
@@ -259,22 +278,29 @@ def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pa
         processing_class=tok,
         loss=MixCSELoss(),
         senteval_data_dir=SENTEVAL,
+        selection_pooler=selection_pooler,
     )
     calls = []
     encode = trainer.encode
-    trainer.encode = lambda sentences: calls.append(len(sentences)) or encode(sentences)
+    trainer.encode = lambda sentences, **kwargs: calls.append(len(sentences)) or encode(sentences, **kwargs)
     metrics = trainer.evaluate()
     suite = trainer.eval_dataset
     assert calls == [len(suite)]  # STS-B dev and SICK-R trial, encoded once
-    # independently: the STS-B dev sentences (both columns), encoded again, every pair's angle in float64
+    assert {"eval_stsb_spearman", "eval_sickr_spearman", "eval_avg_sts"} < set(metrics)
+    # independently: the STS-B dev sentences (both columns, SICK-R trial left out) through the backbone
     stsb = suite.datasets["STSBenchmark"]["dev"]
     sentences = sorted(set(stsb.sentences1 + stsb.sentences2))
-    x = trainer.model.encode(sentences).double().numpy()
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    widest = np.degrees(np.arccos(np.clip(x @ x.T, -1.0, 1.0))).max()
-    assert metrics["eval_stsb_largest_angle"] == pytest.approx(widest, abs=1e-3)
-    assert {"eval_stsb_spearman", "eval_sickr_spearman", "eval_avg_sts"} < set(metrics)
-    assert isinstance(suite, SentEvalSuite) and len(sentences) < len(suite)  # SICK-R trial left out
+    assert len(sentences) < len(suite)
+    with torch.no_grad():
+        out = trainer.model.backbone.eval()(**tok(sentences, padding=True, return_tensors="pt"))
+    before_mlp, with_mlp = widest_angle(out.last_hidden_state[:, 0]), widest_angle(out.pooler_output)
+    # a random encoder's [CLS] crowd in a narrow cone, but the two poolers are told apart
+    assert abs(before_mlp - with_mlp) > 0.05
+    expected = with_mlp if selection_pooler == "cls" else before_mlp
+    assert metrics["eval_stsb_largest_angle"] == pytest.approx(expected, abs=1e-4)
+    # any other suite (the final evaluation) uses the exported pooler, [CLS] before the MLP
+    final = trainer.senteval(SentEvalSuite("sts", "dev", SENTEVAL))
+    assert final["analysis"]["stsb_largest_angle"] == pytest.approx(before_mlp, abs=1e-4)
 
 
 # --- run_mixcse.py ----------------------------------------------------------------------------

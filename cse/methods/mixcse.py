@@ -44,6 +44,14 @@ class MixCSEArguments:
         default=True,
         metadata={"help": "Stop the gradient at the mixed negatives (--no_stop_gradient: MixCSE_wo sg, Table 3)."},
     )
+    select_with_mlp: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Evaluate STS-B dev (model selection, largest angle) on [CLS] through the MLP, as the released "
+            "code does; the final evaluation and the export stay [CLS] before it. Needs the cls pooler with "
+            "--mlp_only_train. Default: on for --variant released, off for paper (SimCSE's protocol)."
+        },
+    )
 
     def __post_init__(self):
         if self.variant not in LOSS_FORMS:
@@ -51,10 +59,29 @@ class MixCSEArguments:
         if not 0.0 <= self.mix_lambda < 1.0:
             raise ValueError(f"--mix_lambda must lie in [0, 1), got {self.mix_lambda}")
 
+    def selection_pooler(self, model_args) -> str | None:
+        """The pooler of the model-selection evaluation, if not the model's evaluation pooler."""
+        if self.select_with_mlp and not model_args.mlp_only_train:
+            raise ValueError(
+                "--select_with_mlp needs --pooler_type cls with --mlp_only_train (without it every evaluation "
+                "already uses the training pooler)"
+            )
+        with_mlp = self.variant == "released" if self.select_with_mlp is None else self.select_with_mlp
+        return "cls" if with_mlp and model_args.mlp_only_train else None
+
 
 class MixCSETrainer(CSETrainer):
     """``CSETrainer`` that logs the loss's scores every logging step and the largest angle between
-    STS-B sentence embeddings at every evaluation."""
+    STS-B sentence embeddings at every evaluation.
+
+    Args (besides ``CSETrainer``'s):
+        selection_pooler: the pooler of the model-selection evaluation (the ``eval_dataset`` suite),
+            ``None`` for the model's evaluation pooler; other suites (the final test) always use the latter.
+    """
+
+    def __init__(self, *args, selection_pooler: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.selection_pooler = selection_pooler
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
@@ -64,9 +91,10 @@ class MixCSETrainer(CSETrainer):
 
     def run_suite(self, suite) -> dict:
         encoded = {}
+        pooler_type = self.selection_pooler if suite is self.eval_dataset else None
 
         def encode(sentences):
-            vectors = self.encode(sentences)
+            vectors = self.encode(sentences, pooler_type=pooler_type)
             encoded.update(zip(sentences, vectors))
             return vectors
 
