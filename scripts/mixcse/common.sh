@@ -45,3 +45,21 @@ results() {
         echo "$run/$3"
     done
 }
+
+# test_runs SIZE ABLATION TEST...: each seed's run through each scripts/lib.sh TEST (sts_test,
+# transfer_test), unless its TEST_results.json is already there
+test_runs() {
+    local size=$1 ablation=$2 run test
+    shift 2
+    for run in $(runs "$size" "$ablation"); do
+        for test in "$@"; do
+            [ -f "$run/${test}_results.json" ] || "$test" "$run"
+        done
+    done
+}
+
+# compare SIZE ABLATION RESULT_JSON PAPER_ROW: mean ± std over the seeds beside the paper's row
+compare() {
+    # shellcheck disable=SC2046  # one path per seed
+    python -m cse.results $(results "$1" "$2" "$3") --paper_row "$4" --name "ours, BERT-$1, $2 (${#seeds[@]} seeds)"
+}

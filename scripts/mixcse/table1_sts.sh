@@ -10,14 +10,8 @@ cd "$(dirname "$0")/../.."
 source scripts/mixcse/common.sh
 for size in base large; do
     train_seeds "$size" full "$@"
-    for run in $(runs "$size" full); do
-        [ -f "$run/sts_test_results.json" ] || sts_test "$run"
-    done
+    test_runs "$size" full sts_test
 done
-# shellcheck disable=SC2046  # one path per seed
-python -m cse.results $(results base full sts_test_results.json) --paper_row mixcse_bert_base \
-    --name "ours, BERT-base (${#seeds[@]} seeds)"
+compare base full sts_test_results.json mixcse_bert_base
 echo
-# shellcheck disable=SC2046
-python -m cse.results $(results large full sts_test_results.json) --paper_row mixcse_bert_large \
-    --name "ours, BERT-large (${#seeds[@]} seeds)"
+compare large full sts_test_results.json mixcse_bert_large

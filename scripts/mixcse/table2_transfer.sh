@@ -7,14 +7,8 @@ cd "$(dirname "$0")/../.."
 source scripts/mixcse/common.sh
 for size in base large; do
     train_seeds "$size" full "$@"
-    for run in $(runs "$size" full); do
-        [ -f "$run/transfer_test_results.json" ] || transfer_test "$run"
-    done
+    test_runs "$size" full transfer_test
 done
-# shellcheck disable=SC2046  # one path per seed
-python -m cse.results $(results base full transfer_test_results.json) --paper_row mixcse_bert_base_transfer \
-    --name "ours, BERT-base (${#seeds[@]} seeds)"
+compare base full transfer_test_results.json mixcse_bert_base_transfer
 echo
-# shellcheck disable=SC2046
-python -m cse.results $(results large full transfer_test_results.json) --paper_row mixcse_bert_large_transfer \
-    --name "ours, BERT-large (${#seeds[@]} seeds)"
+compare large full transfer_test_results.json mixcse_bert_large_transfer

@@ -12,9 +12,8 @@ ablations=(full single no_stop_gradient)
 for size in base large; do
     for ablation in "${ablations[@]}"; do
         train_seeds "$size" "$ablation" "$@"
+        test_runs "$size" "$ablation" sts_test transfer_test
         for run in $(runs "$size" "$ablation"); do
-            [ -f "$run/sts_test_results.json" ] || sts_test "$run"
-            [ -f "$run/transfer_test_results.json" ] || transfer_test "$run"
             python - "$run" <<'PY'  # the two averages Table 3 reports, as one result JSON
 import json, sys
 
@@ -31,9 +30,7 @@ PY
 done
 for size in base large; do
     for ablation in "${ablations[@]}"; do
-        # shellcheck disable=SC2046  # one path per seed
-        python -m cse.results $(results "$size" "$ablation" sts_transfer_avg.json) \
-            --paper_row "${rows[$ablation]}_bert_${size}_avgs" --name "ours, $ablation (${#seeds[@]} seeds)"
+        compare "$size" "$ablation" sts_transfer_avg.json "${rows[$ablation]}_bert_${size}_avgs"
         echo
     done
 done
