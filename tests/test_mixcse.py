@@ -315,7 +315,7 @@ def test_run_mixcse_with_each_flag(tiny_bert, tmp_path, monkeypatch, flags):
     monkeypatch.setenv("CSE_DATA_DIR", DATA)
     out = str(tmp_path / "run")
     args = ["--model_name_or_path", tiny_bert, "--train_file", WIKI_HEAD, "--max_train_samples", "256"]
-    args += ["--per_device_train_batch_size", "8", "--max_steps", "12", "--eval_steps", "12", "--logging_steps", "4"]
+    args += ["--per_device_train_batch_size", "8", "--max_steps", "24", "--eval_steps", "24", "--logging_steps", "8"]
     args += ["--learning_rate", "1e-3", "--use_cpu", "true", "--disable_tqdm", "true", "--final_eval", "none"]
     trainer = run_mixcse.main([*args, "--output_dir", out, *flags])
     assert trainer.loss_fn.get_config_dict() == {

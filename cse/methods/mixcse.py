@@ -11,6 +11,10 @@ paper's two training analyses to the logs:
   ``mix_score``; averaged over the steps since the last log);
 * Fig. 4(b): at every evaluation, the largest angle (degrees) between any two STS-B dev sentence
   embeddings (``eval_stsb_largest_angle``), from the embeddings the evaluation computes anyway.
+
+The released code evaluates STS-B dev during training with its MLP (it trains without
+``mlp_only_train``) and tests the final model on [CLS] before the MLP; ``selection_pooler="cls"``
+reproduces that split (``--select_with_mlp``, the default of the released variant).
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ class MixCSETrainer(CSETrainer):
         return result
 
     def run_suite(self, suite) -> dict:
+        """The report, with the largest angle between the suite's STS-B sentences under ``"analysis"``
+        (from the same single encoding pass)."""
         encoded = {}
         pooler_type = self.selection_pooler if suite is self.eval_dataset else None
 
