@@ -260,26 +260,41 @@ def widest_angle(x):
     return np.degrees(np.arccos(np.clip(x @ x.T, -1.0, 1.0))).max()
 
 
-@pytest.mark.parametrize("selection_pooler", [None, "cls"])
-def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pass(
-    tiny_bert, tmp_path, selection_pooler
-):
-    tok = AutoTokenizer.from_pretrained(tiny_bert)
-    trainer = MixCSETrainer(
-        model=CSEModel.from_pretrained(tiny_bert, pooler_type="cls", mlp_only_train=True),
+def make_trainer(model_dir, tmp_path, train_dataset=None, selection_pooler=None, **args):
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    return MixCSETrainer(
+        model=CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True),
         args=CSETrainingArguments(
             output_dir=str(tmp_path),
             per_device_train_batch_size=4,
             use_cpu=True,
             report_to=[],
             load_best_model_at_end=False,
+            **args,
         ),
         data_collator=TwoViewCollator(tok),
         processing_class=tok,
+        train_dataset=train_dataset,
         loss=MixCSELoss(),
         senteval_data_dir=SENTEVAL,
         selection_pooler=selection_pooler,
     )
+
+
+def test_a_last_batch_of_one_sentence_is_refused_before_training(tiny_bert, tmp_path):
+    sentences = [{"input_ids": [101, 2000 + i, 102]} for i in range(9)]  # 4 + 4 + 1
+    with pytest.raises(ValueError, match="last batch of one sentence"):
+        make_trainer(tiny_bert, tmp_path, train_dataset=sentences)
+    make_trainer(tiny_bert, tmp_path, train_dataset=sentences, dataloader_drop_last=True)
+    make_trainer(tiny_bert, tmp_path, train_dataset=sentences[:8])
+
+
+@pytest.mark.parametrize("selection_pooler", [None, "cls"])
+def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pass(
+    tiny_bert, tmp_path, selection_pooler
+):
+    tok = AutoTokenizer.from_pretrained(tiny_bert)
+    trainer = make_trainer(tiny_bert, tmp_path, selection_pooler=selection_pooler)
     calls = []
     encode = trainer.encode
     trainer.encode = lambda sentences, **kwargs: calls.append(len(sentences)) or encode(sentences, **kwargs)

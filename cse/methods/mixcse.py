@@ -86,6 +86,20 @@ class MixCSETrainer(CSETrainer):
     def __init__(self, *args, selection_pooler: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.selection_pooler = selection_pooler
+        # One process keeps an epoch's last, short batch; a single sentence has no other to mix with,
+        # and the loss would refuse it only at the end of the epoch, after the whole run.
+        # (Several processes even out the last batch, so the gathered batch is never one sentence.)
+        micro_batch = self.args.per_device_train_batch_size
+        if (
+            self.args.world_size == 1
+            and not self.args.dataloader_drop_last
+            and hasattr(self.train_dataset, "__len__")
+            and len(self.train_dataset) % micro_batch == 1
+        ):
+            raise ValueError(
+                f"{len(self.train_dataset)} training sentences in batches of {micro_batch} leave a last batch of one "
+                "sentence, which MixCSE cannot mix: pass --dataloader_drop_last true or change --max_train_samples"
+            )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
