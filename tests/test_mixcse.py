@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoTokenizer
+from transformers import AutoModel, AutoTokenizer
 
 import run_mixcse
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
@@ -354,6 +354,24 @@ def test_run_mixcse_with_each_flag(tiny_bert, tmp_path, monkeypatch, flags):
     assert (method["single"], method["stop_gradient"]) == ("--single" in flags, "--no_stop_gradient" not in flags)
     with open(os.path.join(out, "cse_config.json")) as f:
         assert json.load(f)["pooler"] == "cls_before_pooler"
+    # the export is a plain AutoModel embedding with [CLS] before the MLP (the trained head is its pooler) ...
+    exported, tok = AutoModel.from_pretrained(out).eval(), AutoTokenizer.from_pretrained(out)
+
+    def exported_embeddings(sentences, with_mlp):
+        with torch.no_grad():
+            outputs = [
+                exported(**tok(sentences[i : i + 512], padding=True, return_tensors="pt"))
+                for i in range(0, len(sentences), 512)
+            ]
+        return torch.cat([o.pooler_output if with_mlp else o.last_hidden_state[:, 0] for o in outputs]).numpy()
+
+    probe = ["a man plays a guitar", "the weather is cold today"]
+    torch.testing.assert_close(
+        CSEModel.from_pretrained(out).encode(probe).numpy(), exported_embeddings(probe, False), rtol=1e-5, atol=1e-6
+    )
+    if not flags:  # ... and the released variant selected it on STS-B dev through that head
+        report = SentEvalSuite("sts", "dev", SENTEVAL).run(lambda sentences: exported_embeddings(sentences, True))
+        assert 100 * evaluations[0]["eval_stsb_spearman"] == pytest.approx(report["scores"]["STS-B"], abs=1e-3)
 
 
 def test_shipped_configs_hold_the_papers_settings():
