@@ -146,8 +146,9 @@ def test_bad_arguments_are_refused():
         MixCSELoss()(torch.randn(1, 4), torch.randn(1, 4))
     with pytest.raises(ValueError, match="--variant"):
         MixCSEArguments(variant="eq2")
-    with pytest.raises(ValueError, match="--mix_lambda"):
-        MixCSEArguments(mix_lambda=1.5)
+    for bad in (1.5, -0.2, float("nan")):
+        with pytest.raises(ValueError, match="--mix_lambda"):
+            MixCSEArguments(mix_lambda=bad)
     # model selection through the MLP: the released code's default, only where the MLP is training-only
     cls, avg = ModelArguments(pooler_type="cls"), ModelArguments(pooler_type="avg")
     assert MixCSEArguments().selection_pooler(cls) == "cls"
@@ -323,8 +324,8 @@ def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pa
 
 @pytest.mark.parametrize(
     "flags",
-    [[], ["--variant", "paper", "--single"], ["--no_stop_gradient"]],
-    ids=["default", "paper_single", "no_stop_gradient"],
+    [[], ["--variant", "paper", "--single"], ["--no_stop_gradient", "--mix_lambda", "0.3"]],
+    ids=["default", "paper_single", "no_stop_gradient_lambda"],
 )
 def test_run_mixcse_with_each_flag(tiny_bert, tmp_path, monkeypatch, flags):
     monkeypatch.setenv("CSE_DATA_DIR", DATA)
@@ -335,7 +336,7 @@ def test_run_mixcse_with_each_flag(tiny_bert, tmp_path, monkeypatch, flags):
     trainer = run_mixcse.main([*args, "--output_dir", out, *flags])
     assert trainer.loss_fn.get_config_dict() == {
         "temperature": 0.05,
-        "mix_lambda": 0.2,
+        "mix_lambda": 0.3 if "--mix_lambda" in flags else 0.2,
         "form": "paper" if "--variant" in flags else "released",
         "single": "--single" in flags,
         "stop_gradient": "--no_stop_gradient" not in flags,
