@@ -129,9 +129,9 @@ class CSEModel(nn.Module):
         pooled = self._pooled(self.pooler_type, flat(input_ids), flat(attention_mask), flat(token_type_ids))
         return pooled.view(batch, views, -1)
 
-    def embed(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
-        """Embedding forward: ``(n, length)`` -> ``(n, hidden)`` with the evaluation pooler."""
-        return self._pooled(self.eval_pooler, input_ids, attention_mask, token_type_ids)
+    def embed(self, input_ids, attention_mask, token_type_ids=None, pooler_type=None) -> torch.Tensor:
+        """Embedding forward: ``(n, length)`` -> ``(n, hidden)`` with the evaluation pooler (or ``pooler_type``)."""
+        return self._pooled(pooler_type or self.eval_pooler, input_ids, attention_mask, token_type_ids)
 
     @torch.no_grad()
     def encode(
@@ -140,8 +140,10 @@ class CSEModel(nn.Module):
         batch_size: int = 128,
         max_length: int | None = None,
         autocast_dtype: torch.dtype | None = None,
+        pooler_type: str | None = None,
     ) -> torch.Tensor:
-        """Embed sentences (float32, on the CPU, in input order).
+        """Embed sentences (float32, on the CPU, in input order) with the evaluation pooler, or
+        ``pooler_type``.
 
         Sentences are sorted by token length before batching so that batches carry little padding;
         ``max_length=None`` does not truncate, as SentEval's batcher does not.
@@ -169,7 +171,7 @@ class CSEModel(nn.Module):
                     idx = order[start : start + batch_size]
                     batch = self.tokenizer.pad([features[i] for i in idx], return_tensors="pt")
                     batch = {k: v.to(device) for k, v in batch.items()}
-                    out[idx] = self.embed(**batch).float().cpu()
+                    out[idx] = self.embed(**batch, pooler_type=pooler_type).float().cpu()
         finally:
             self.train(was_training)
         return out

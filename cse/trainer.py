@@ -73,18 +73,26 @@ class CSETrainer(Trainer):
             self._recorded.clear()
         super().log(logs, start_time)
 
-    def encode(self, sentences, autocast_dtype: torch.dtype | None = None):
+    def encode(self, sentences, autocast_dtype: torch.dtype | None = None, pooler_type: str | None = None):
         return self.model.encode(
-            sentences, batch_size=self.args.per_device_eval_batch_size, autocast_dtype=autocast_dtype
+            sentences,
+            batch_size=self.args.per_device_eval_batch_size,
+            autocast_dtype=autocast_dtype,
+            pooler_type=pooler_type,
         ).numpy()
 
     def senteval(self, suite: SentEvalSuite) -> dict:
         """Run a SentEval suite on the current model in the main process and hand its report to
         every process, so that all of them take the same best-checkpoint decision."""
-        report = suite.run(self.encode) if self.is_world_process_zero() else None
+        report = self.run_suite(suite) if self.is_world_process_zero() else None
         if self.args.world_size > 1:
             report = broadcast_object_list([report])[0]
         return report
+
+    def run_suite(self, suite: SentEvalSuite) -> dict:
+        """The suite's report on the current model (main process). A subclass may add scalars computed
+        from the same embeddings under ``report["analysis"]``; ``evaluate`` logs them beside the scores."""
+        return suite.run(self.encode)
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
         suite = eval_dataset if eval_dataset is not None else self.eval_dataset
@@ -94,6 +102,7 @@ class CSETrainer(Trainer):
             for column, score in report["scores"].items()
             if column in DEV_METRICS
         }
+        metrics.update({f"{metric_key_prefix}_{name}": value for name, value in report.get("analysis", {}).items()})
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics

@@ -1,0 +1,46 @@
+#!/usr/bin/env python
+"""MixCSE (Zhang et al., AAAI 2022): SimCSE with mixed hard negatives behind a stop-gradient.
+Table 3 ablations: --single, --no_stop_gradient.
+
+python run_mixcse.py --model_name_or_path bert-base-uncased --output_dir result/mixcse
+accelerate launch run_mixcse.py configs/mixcse_bert_base.yaml
+"""
+
+from transformers import set_seed
+
+from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.losses.mixcse import MixCSELoss
+from cse.methods.mixcse import MixCSEArguments, MixCSETrainer
+from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
+
+
+def main(argv=None):
+    model_args, data_args, training_args, mixcse_args = parse_args(
+        (ModelArguments, DataArguments, CSETrainingArguments, MixCSEArguments), argv
+    )
+    setup_logging(training_args)
+    set_seed(training_args.seed)
+    model = load_encoder(model_args)
+    if model.pooler_type == "cls":
+        model.reset_head()
+    loss = MixCSELoss(
+        temperature=model_args.temp,
+        mix_lambda=mixcse_args.mix_lambda,
+        form=mixcse_args.variant,
+        single=mixcse_args.single,
+        stop_gradient=mixcse_args.stop_gradient,
+    )
+    return train_and_evaluate(
+        model_args,
+        data_args,
+        training_args,
+        model,
+        loss,
+        trainer_class=MixCSETrainer,
+        method_args=mixcse_args,
+        selection_pooler=mixcse_args.selection_pooler(model_args),
+    )
+
+
+if __name__ == "__main__":
+    main()
