@@ -17,7 +17,7 @@ import time
 import torch
 
 from cse.evaluation import MODES, TASK_SETS, evaluate
-from cse.modeling import CSE_CONFIG_NAME, CSEModel
+from cse.modeling import CSE_CONFIG_NAME, load_model
 from cse.pooling import POOLERS
 from cse.results import markdown_table
 
@@ -48,7 +48,7 @@ def parse_args(argv=None):
 def main(argv=None) -> dict:
     args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    model = CSEModel.from_pretrained(args.model_name_or_path, pooler_type=args.pooler).to(args.device)
+    model = load_model(args.model_name_or_path, pooler_type=args.pooler).to(args.device)
     start = time.perf_counter()
     report = evaluate(
         lambda sentences: model.encode(
