@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# SARCSE, Appendix D (Fig. 3): densities of the predicted cosines on the STS-B test set per gold
+# group (0-1, ..., 4-5), SimCSE and SARCSE with RoBERTa-base. It trains the two Table 1 runs (kept if
+# scripts/sarcse/table1_main.sh already trained them into the same OUTPUT_DIR), writes every pair's
+# cosine and each group's mean and standard deviation to JSON, and the plot to density.png.
+#   bash scripts/sarcse/appD_density.sh                # NUM_GPUS=N must divide 64 and 512
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lib.sh
+root=${OUTPUT_DIR:-result/sarcse-table1}
+train run_sarcse.py "$root/sarcse_roberta_base" 64 configs/sarcse_roberta_base.yaml --final_eval none "$@"
+train run_simcse.py "$root/simcse_roberta_base" 512 configs/simcse_bert_base.yaml --final_eval none \
+    --model_name_or_path roberta-base --learning_rate 1e-5
+python -m cse.sarcse_density "$root/simcse_roberta_base" "$root/sarcse_roberta_base" --name SimCSE SARCSE \
+    --output_dir "$root/appD"
