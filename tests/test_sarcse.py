@@ -5,8 +5,6 @@ resume, the export read back by senteval_eval.py, the density plot, the scripts,
 
 import json
 import os
-import subprocess
-import sys
 from collections import Counter
 
 import datasets
@@ -38,6 +36,18 @@ from cse.textcnn import TextCNNAutoEncoder
 from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD
 from .test_adcse import SENTENCES
 from .test_scripts import launches
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    """One thread for this module's in-process training: on a shared CPU two threads per process are
+    several times slower than one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)
+    yield
+    torch.set_num_threads(threads)
+
 
 # --- the autoencoder (Eqs. 3-7) ---------------------------------------------------------------
 
@@ -439,21 +449,20 @@ def test_shipped_configs_hold_the_papers_settings():
 
 @pytest.mark.parametrize("flags", [[], ["--plain_mse"], ["--no_decoder"]], ids=["default", "plain_mse", "no_decoder"])
 def test_run_sarcse_with_each_ablation(tiny_roberta, tmp_path, flags):
+    import run_sarcse
+
     out = str(tmp_path / "run")
-    args = [os.path.join(REPO, "run_sarcse.py"), "--model_name_or_path", tiny_roberta, "--train_file", WIKI_HEAD]
-    args += ["--output_dir", out, "--max_train_samples", "2000", "--per_device_train_batch_size", "8"]
-    args += ["--max_steps", "24", "--logging_steps", "12", "--learning_rate", "1e-3", "--textcnn_channels", "16"]
+    args = ["--model_name_or_path", tiny_roberta, "--train_file", WIKI_HEAD, "--output_dir", out]
+    args += ["--max_train_samples", "2000", "--per_device_train_batch_size", "8", "--max_steps", "24"]
+    args += ["--logging_steps", "12", "--learning_rate", "1e-3", "--textcnn_channels", "16"]
     args += ["--use_cpu", "true", "--disable_tqdm", "true", "--final_eval", "none"]
     if flags:  # no STS-B dev evaluation: checkpoints on a fixed schedule, the last model exported
         args += ["--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "12"]
         args += ["--load_best_model_at_end", "false"]
     else:
         args += ["--eval_steps", "24"]
-    env = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(
-        [sys.executable, *args, *flags], capture_output=True, text=True, env=env, timeout=600, cwd=REPO
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    trainer = run_sarcse.main(args + flags)
+    assert type(trainer).__name__ == ("CSETrainer" if "--no_decoder" in flags else "SARCSETrainer")
     decoder, adaptive = "--no_decoder" not in flags, not flags
     with open(os.path.join(out, "trainer_state.json")) as f:
         history = json.load(f)["log_history"]
