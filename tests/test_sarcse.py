@@ -334,6 +334,49 @@ def test_loss_is_eq12_of_both_views(tiny_roberta, tmp_path):
     assert per_row[0::2].mean() != per_row[1::2].mean()  # dropout: the two views differ
 
 
+def test_reconstruction_is_an_add_on_to_another_methods_trainer(tiny_roberta, tmp_path):
+    """The mixin on AdCSE's trainer (one encoder, adversarial InfoNCE on Z): AdCSE's loss plus the
+    reconstruction terms, and both AdCSE's adversaries and the autoencoder's decoder learn."""
+    from cse.losses.adcse import AdversarialInfoNCELoss
+    from cse.methods.adcse import AdCSETrainer
+
+    class ReconstructingAdCSETrainer(sarcse.ReconstructionMixin, AdCSETrainer):
+        pass
+
+    base = make_trainer(tiny_roberta, tmp_path / "base", small_args(beta=0.3, gamma=0.7), max_steps=1)
+    model = base.model
+    adcse_loss = AdversarialInfoNCELoss(model.embedding_size, num_adversaries=4, temperature=1.0)
+    trainer = ReconstructingAdCSETrainer(
+        model=model,
+        args=base.args,
+        train_dataset=base.train_dataset,
+        data_collator=base.data_collator,
+        processing_class=model.tokenizer,
+        loss=adcse_loss,
+        senteval_data_dir=SENTEVAL,
+        reconstruction_loss=base.reconstruction_loss,
+        beta=0.3,
+        gamma=0.7,
+        adversary_learning_rate=1.0,
+    )
+    trainer.count_token_frequencies()
+    model.train()
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(4)])
+    torch.manual_seed(3)
+    loss = trainer.compute_loss(model, batch)
+    torch.manual_seed(3)
+    views = model(**batch)
+    recon = model.pop_reconstruction()
+    per_row = trainer.reconstruction_loss(recon.target, recon.reconstruction, recon.token_ids, recon.mask)
+    expected = adcse_loss(views[:, 0], views[:, 1]) + 0.3 * per_row[0::2].mean() + 0.7 * per_row[1::2].mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    adversaries = trainer.adversaries.detach().clone()
+    decoder = model.autoencoder.transposed_cnn.weight.detach().clone()
+    trainer.train()
+    assert not torch.allclose(trainer.adversaries, adversaries)
+    assert not torch.allclose(model.autoencoder.transposed_cnn.weight, decoder)
+
+
 def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, monkeypatch):
     class StopAt(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
