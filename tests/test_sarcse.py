@@ -262,6 +262,10 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
             torch.testing.assert_close(z[0], reference[i], rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="its embedding is Z"):
         load_model(str(tmp_path), pooler_type="avg")
+    os.rename(tmp_path / "sarcse_autoencoder.safetensors", tmp_path / "moved.safetensors")
+    with pytest.raises(FileNotFoundError, match="autoencoder's shape or weights"):
+        load_model(str(tmp_path))
+    os.rename(tmp_path / "moved.safetensors", tmp_path / "sarcse_autoencoder.safetensors")
     # senteval_eval.py's encoder is Z
     captured = {}
 

@@ -180,9 +180,12 @@ class SARCSEModel(CSEModel):
         if pooler_type not in (None, "textcnn"):
             raise ValueError(f"{model_name_or_path} is a SARCSE model: its embedding is Z, not pooler {pooler_type!r}")
         config = read_cse_config(model_name_or_path)
+        weights = os.path.join(model_name_or_path, AUTOENCODER_WEIGHTS_NAME)
+        if "autoencoder" not in config or not os.path.isfile(weights):
+            raise FileNotFoundError(f"{model_name_or_path} lacks the autoencoder's shape or weights ({weights})")
         encoder = CSEModel.from_pretrained(model_name_or_path, pooler_type="cls_before_pooler", **backbone_kwargs)
         autoencoder = TextCNNAutoEncoder(**config["autoencoder"])
-        autoencoder.load_state_dict(load_file(os.path.join(model_name_or_path, AUTOENCODER_WEIGHTS_NAME)))
+        autoencoder.load_state_dict(load_file(weights))
         return cls(encoder.backbone, encoder.tokenizer, autoencoder, detach_target=config["detach_target"])
 
 
