@@ -20,6 +20,7 @@ from cse.methods.sarcse import (
     reconstruction_loss,
 )
 from cse.pipeline import setup_logging, train_and_evaluate
+from cse.resume import check_checkpoint_matches
 
 
 def main(argv=None):
@@ -31,6 +32,8 @@ def main(argv=None):
     setup_logging(training_args)
     set_seed(training_args.seed)
     model = build_model(model_args, sarcse_args)
+    if training_args.resume_from_checkpoint:  # before the corpus, and for --no_decoder's plain trainer too
+        check_checkpoint_matches(model, training_args.resume_from_checkpoint)
     loss = InfoNCELoss(temperature=model_args.temp)  # Eq. 11 on Z
     common = (model_args, data_args, training_args, model, loss)
     if not sarcse_args.decoder:  # Table 1, w/o decoder: InfoNCE on Z alone

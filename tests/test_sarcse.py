@@ -62,30 +62,61 @@ def padded_batch(lengths, d, seed=0):
 
 def hand_encode(ae, x, n):
     """Eqs. 3-4 for one sentence of n real tokens, as loops in float64: H_ks[c] = max over windows t
-    (t <= max(n - ks, 0); tokens past n are zero vectors) of relu(b_c + sum_j sum_e W[c, e, j] x[t + j, e]);
-    Z[o, j] = b_o + sum_r sum_s K[o, 0, r, s] H[r][j + s], flattened over (o, j)."""
+    (t <= max(n - ks, 0); tokens past n are zero vectors) of relu(b_c + sum_j sum_e W[c, e, j] x[t + j, e]),
+    a_ks[c] the first window reaching it; Z[o, j] = b_o + sum_r sum_s K[o, 0, r, s] H[r][j + s],
+    flattened over (o, j). Returns Z and the windows a."""
     x = x[:n].numpy()
     d = x.shape[1]
-    rows = []
+    rows, windows = [], []
     for ks, conv in zip(ae.kernel_sizes, ae.textcnn):
         w, b = conv.weight.detach().numpy(), conv.bias.detach().numpy()
         padded = np.zeros((max(n, ks), d))
         padded[:n] = x
-        h = np.full(ae.textcnn_channels, -np.inf)
+        h, a = np.full(ae.textcnn_channels, -np.inf), [0] * ae.textcnn_channels
         for t in range(max(n - ks, 0) + 1):
             for c in range(ae.textcnn_channels):
-                value = b[c] + sum(w[c, e, j] * padded[t + j, e] for j in range(ks) for e in range(d))
-                h[c] = max(h[c], max(value, 0.0))
+                value = max(b[c] + sum(w[c, e, j] * padded[t + j, e] for j in range(ks) for e in range(d)), 0.0)
+                if value > h[c]:
+                    h[c], a[c] = value, t
         rows.append(h)
+        windows.append(a)
     k, kb = ae.cnn.weight.detach().numpy(), ae.cnn.bias.detach().numpy()
     z = np.zeros((ae.cnn_channels, ae.textcnn_channels - 1))
     for o in range(ae.cnn_channels):
         for j in range(ae.textcnn_channels - 1):
             z[o, j] = kb[o] + sum(k[o, 0, r, s] * rows[r][j + s] for r in range(len(rows)) for s in range(2))
-    return z.reshape(-1)
+    return z.reshape(-1), windows
 
 
-def test_shapes_over_lengths_with_padding_and_eqs_3_4_by_hand():
+def hand_decode(ae, z, windows, n):
+    """Eqs. 5-7 for one sentence as loops in float64, from Z and the windows a of hand_encode:
+    H'[r, c] = b + sum_o sum_s K[o, 0, r, s] Z[o, c - s] (0 <= c - s < co_t - 1); H'_ks put back at a_ks
+    (max-unpooling), X'_ks[t, e] = b_e + sum_c W[c, e, t - a_ks[c]] H'_ks[c] (0 <= t - a_ks[c] < ks);
+    X' the mean of the X'_ks over the n real tokens."""
+    co_c, co_t, d = ae.cnn_channels, ae.textcnn_channels, ae.hidden_size
+    z = z.reshape(co_c, co_t - 1)
+    k, kb = ae.transposed_cnn.weight.detach().numpy(), ae.transposed_cnn.bias.detach().numpy()
+    scales = np.full((len(ae.kernel_sizes), co_t), kb[0])
+    for r in range(len(ae.kernel_sizes)):
+        for c in range(co_t):
+            for o in range(co_c):
+                for s in range(2):
+                    if 0 <= c - s < co_t - 1:
+                        scales[r, c] += k[o, 0, r, s] * z[o, c - s]
+    out = np.zeros((n, d))
+    for r, (ks, deconv) in enumerate(zip(ae.kernel_sizes, ae.transposed_textcnn)):
+        w, b = deconv.weight.detach().numpy(), deconv.bias.detach().numpy()
+        for t in range(n):
+            for e in range(d):
+                value = b[e]
+                for c in range(co_t):
+                    if 0 <= t - windows[r][c] < ks:
+                        value += w[c, e, t - windows[r][c]] * scales[r, c]
+                out[t, e] += value / len(ae.kernel_sizes)
+    return out
+
+
+def test_shapes_over_lengths_with_padding_and_eqs_3_to_7_by_hand():
     d, co_t, co_c = 4, 6, 3
     torch.manual_seed(0)
     ae = TextCNNAutoEncoder(d, (3, 4, 5), textcnn_channels=co_t, cnn_channels=co_c).double()
@@ -101,7 +132,11 @@ def test_shapes_over_lengths_with_padding_and_eqs_3_4_by_hand():
     assert out.reconstruction.shape == (len(lengths), max(lengths), d)
     assert torch.isfinite(out.reconstruction).all()
     for i, n in enumerate(lengths):
-        np.testing.assert_allclose(z[i].detach().numpy(), hand_encode(ae, x[i], n), rtol=1e-10, atol=1e-12)
+        z_hand, windows = hand_encode(ae, x[i], n)
+        np.testing.assert_allclose(z[i].detach().numpy(), z_hand, rtol=1e-10, atol=1e-12)
+        assert [where[i].tolist() for where in argmax] == windows
+        expected = hand_decode(ae, z_hand, windows, n)
+        np.testing.assert_allclose(out.reconstruction[i, :n].detach().numpy(), expected, rtol=1e-10, atol=1e-12)
         # a sentence alone, unpadded, gives the same Z and the same reconstruction of its tokens
         alone = ae(x[i : i + 1, :n], mask[i : i + 1, :n])
         torch.testing.assert_close(alone.embedding[0], z[i])
@@ -189,7 +224,8 @@ def test_reconstruction_loss_equals_float64_hand_computation(self_adaptive):
     g = torch.Generator().manual_seed(1)
     x, x_rec = torch.randn(3, 4, 5, generator=g), torch.randn(3, 4, 5, generator=g)
     got = loss(x, x_rec, ids, mask)
-    total = counts.sum().item()
+    hand = Counter(t for s in TOY_CORPUS for t in s if t not in SPECIAL)
+    total = sum(hand.values())
     for b in range(3):
         n = int(mask[b].sum())
         acc = 0.0
@@ -197,7 +233,7 @@ def test_reconstruction_loss_equals_float64_hand_computation(self_adaptive):
             w = int(ids[b, i])
             if not mask[b, i] or w in SPECIAL:
                 continue
-            f = max(theta, 1.0 - lam * counts[w].item() / total) if self_adaptive else 1.0
+            f = max(theta, 1.0 - lam * hand[w] / total) if self_adaptive else 1.0
             mse = sum((float(x[b, i, e]) - float(x_rec[b, i, e])) ** 2 for e in range(5)) / 5
             acc += f * mse
         expected = acc / n if n else 0.0
@@ -411,6 +447,19 @@ def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, mon
     resumed.save_encoder(str(tmp_path / "export"))
     assert torch.equal(load_file(str(tmp_path / "export" / TOKEN_COUNTS_NAME))["token_counts"], expected)
     last = tmp_path / "straight" / "checkpoint-4"
+    # a checkpoint of another model layout is refused, by the trainer and by run_sarcse.py (whose
+    # --no_decoder runs on the plain CSETrainer), before anything is loaded or counted
+    with pytest.raises(ValueError, match="saved by a different model.*autoencoder.textcnn"):
+        make_trainer(tiny_roberta, tmp_path / "other", small_args(textcnn_channels=6)).train(
+            resume_from_checkpoint=str(last)
+        )
+    import run_sarcse
+
+    argv = ["--model_name_or_path", tiny_roberta, "--train_file", WIKI_HEAD, "--output_dir", str(tmp_path / "nd")]
+    argv += ["--textcnn_channels", "8", "--no_decoder", "--use_cpu", "true"]
+    argv += ["--resume_from_checkpoint", str(last)]
+    with pytest.raises(ValueError, match="saved by a different model.*autoencoder.transposed"):
+        run_sarcse.main(argv)
     os.remove(last / TOKEN_COUNTS_NAME)
     with pytest.raises(FileNotFoundError, match=TOKEN_COUNTS_NAME):
         make_trainer(tiny_roberta, tmp_path / "straight").train(resume_from_checkpoint=str(last))

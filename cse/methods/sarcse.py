@@ -17,7 +17,8 @@ The reconstruction is an add-on, not a fork of SimCSE's path ("plug-and-play", S
   (``class T(ReconstructionMixin, SomeMethodTrainer)``): it lets that trainer compute its own loss,
   then adds the reconstruction terms. It counts the token frequencies once, on the training
   sentences, saves them with every checkpoint and the final model (``sarcse_token_counts.safetensors``)
-  and restores them on resume instead of counting again.
+  and restores them on resume instead of counting again; it refuses to resume a checkpoint of
+  another model layout (another ablation or autoencoder shape).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from dataclasses import dataclass, field, fields
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers.trainer_utils import get_last_checkpoint
 
 from ..arguments import CSETrainingArguments, ModelArguments
 from ..losses.reconstruction import SelfAdaptiveReconstructionLoss, count_tokens
 from ..modeling import CSEModel, read_cse_config
+from ..resume import resolve_checkpoint
 from ..textcnn import TextCNNAutoEncoder
 from ..trainer import CSETrainer
 
@@ -273,10 +274,7 @@ class ReconstructionMixin:
             )
 
     def train(self, resume_from_checkpoint=None, **kwargs):
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
+        resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
         if self.reconstruction_loss.needs_counts:
             if resume_from_checkpoint:
                 self.load_token_counts(resume_from_checkpoint)
