@@ -209,7 +209,7 @@ class CSEModel(nn.Module):
 def load_model(model_name_or_path: str, pooler_type: str | None = None, **kwargs) -> CSEModel:
     """The encoder a directory holds: the class its ``cse_config.json`` names as ``model_kind``
     (:data:`MODEL_KINDS`), else a backbone + pooler (:meth:`CSEModel.from_pretrained`)."""
-    kind = read_cse_config(model_name_or_path).get("model_kind") if os.path.isdir(model_name_or_path) else None
+    kind = read_cse_config(model_name_or_path).get("model_kind")
     if kind is None:
         return CSEModel.from_pretrained(model_name_or_path, pooler_type=pooler_type, **kwargs)
     if kind not in MODEL_KINDS:

@@ -313,6 +313,10 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
     report = senteval_eval.main(["--model_name_or_path", str(tmp_path), "--mode", "dev", "--device", "cpu"])
     np.testing.assert_allclose(captured["vectors"], reference.numpy(), rtol=1e-6, atol=1e-7)
     assert report["pooler"] == "textcnn"
+    config = json.loads((tmp_path / "cse_config.json").read_text())
+    (tmp_path / "cse_config.json").write_text(json.dumps({**config, "model_kind": "unheard-of"}))
+    with pytest.raises(ValueError, match="unknown model_kind 'unheard-of'"):
+        load_model(str(tmp_path))
 
 
 # --- the trainer: the token-count table, resume --------------------------------------------------
@@ -372,6 +376,8 @@ def test_loss_is_eq12_of_both_views(tiny_roberta, tmp_path):
     expected = 0.5 * l_i + 0.3 * per_row[0::2].mean() + 0.7 * per_row[1::2].mean()
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert per_row[0::2].mean() != per_row[1::2].mean()  # dropout: the two views differ
+    with pytest.raises(TypeError, match="needs a SARCSEModel with a decoder.*--no_decoder"):
+        make_trainer(tiny_roberta, tmp_path / "no_decoder", small_args(decoder=False))
 
 
 def test_reconstruction_is_an_add_on_to_another_methods_trainer(tiny_roberta, tmp_path):

@@ -197,9 +197,8 @@ def corpus_token_ids(dataset):
 
 class ReconstructionMixin:
     """Eq. 12 on top of any ``CSETrainer`` subclass: ``alpha`` times its loss plus ``beta`` L_R and
-    ``gamma`` L_R+ of the model's reconstruction (the model must be a :class:`SARCSEModel`, or
-    anything with its ``pop_reconstruction``, and encode both views in one forward, as
-    ``CSEModel.forward`` does).
+    ``gamma`` L_R+ of the model's reconstruction (the model must be a :class:`SARCSEModel` with a
+    decoder, encoding both views in one forward, as ``CSEModel.forward`` does).
 
     Args (besides the trainer's): ``reconstruction_loss`` (a
     :class:`~cse.losses.reconstruction.SelfAdaptiveReconstructionLoss`), ``alpha``, ``beta``, ``gamma``.
@@ -209,6 +208,11 @@ class ReconstructionMixin:
         self, *args, reconstruction_loss: SelfAdaptiveReconstructionLoss, alpha=1.0, beta=2.5e-4, gamma=2.5e-4, **kwargs
     ):
         super().__init__(*args, **kwargs)
+        if not isinstance(self.model, SARCSEModel) or not self.model.autoencoder.has_decoder:
+            raise TypeError(
+                f"the reconstruction loss needs a SARCSEModel with a decoder, got {type(self.model).__name__}"
+                + (" without one (--no_decoder)" if isinstance(self.model, SARCSEModel) else "")
+            )
         self.reconstruction_loss = reconstruction_loss.to(self.args.device)
         self.alpha, self.beta, self.gamma = alpha, beta, gamma
         logger.info(
@@ -225,7 +229,7 @@ class ReconstructionMixin:
         batch = self.accelerator.unwrap_model(model).pop_reconstruction()
         if batch is None:
             if model.training:
-                raise RuntimeError("the model's training forward left no reconstruction: is it a SARCSEModel?")
+                raise RuntimeError("the model's training forward left no reconstruction")
             loss = self.alpha * contrastive
         else:
             views = inputs["input_ids"].shape[1]
