@@ -91,9 +91,12 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
         self.token_counts.copy_(counts)
         self.counted = True
 
+    def is_special(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return torch.isin(token_ids, torch.tensor(self.special_ids, device=token_ids.device))
+
     def token_weights(self, token_ids: torch.Tensor) -> torch.Tensor:
         """f(w) of Eq. 8 for each id (float32), 0 for special ids and padding."""
-        special = torch.isin(token_ids, torch.tensor(self.special_ids, device=token_ids.device))
+        special = self.is_special(token_ids)
         if not self.self_adaptive:
             return (~special).float()
         if not self.counted:
@@ -106,12 +109,13 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
         self, states: torch.Tensor, reconstruction: torch.Tensor, token_ids: torch.Tensor, mask: torch.Tensor
     ) -> torch.Tensor:
         """Per-sentence L_R (Eq. 9), shape (B,): ``states`` x and ``reconstruction`` x' (B, L, d),
-        ``token_ids`` and ``mask`` (B, L), mask 0 at padding."""
+        ``token_ids`` and ``mask`` (B, L), mask 0 at padding. N counts the real tokens: neither
+        padding nor special ids."""
         with torch.autocast(states.device.type, enabled=False):
             mse = (states.float() - reconstruction.float()).pow(2).mean(-1)  # (B, L)
-            weights = self.token_weights(token_ids) * mask.float()
-            n = mask.float().sum(1)
-            return (weights * mse).sum(1) / n.clamp_min(1.0)
+            real = (mask.bool() & ~self.is_special(token_ids)).float()
+            n = real.sum(1)
+            return (self.token_weights(token_ids) * real * mse).sum(1) / n.clamp_min(1.0)
 
     def get_config_dict(self) -> dict:
         return {"theta": self.theta, "freq_lambda": self.freq_lambda, "self_adaptive": self.self_adaptive}
