@@ -555,7 +555,7 @@ def test_run_sarcse_with_each_ablation(tiny_roberta, tmp_path, flags):
 
     out = str(tmp_path / "run")
     args = ["--model_name_or_path", tiny_roberta, "--train_file", WIKI_HEAD, "--output_dir", out]
-    args += ["--max_train_samples", "2000", "--per_device_train_batch_size", "8", "--max_steps", "24"]
+    args += ["--max_train_samples", "400", "--per_device_train_batch_size", "8", "--max_steps", "24"]
     args += ["--logging_steps", "12", "--learning_rate", "1e-3", "--textcnn_channels", "16"]
     args += ["--use_cpu", "true", "--disable_tqdm", "true", "--final_eval", "none"]
     if flags:  # no STS-B dev evaluation: checkpoints on a fixed schedule, the last model exported
