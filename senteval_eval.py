@@ -19,7 +19,7 @@ import torch
 
 from cse.evaluation import MODES, TASK_SETS, evaluate
 from cse.evaluation.analysis import stsb_analysis
-from cse.modeling import CSE_CONFIG_NAME, CSEModel
+from cse.modeling import CSE_CONFIG_NAME, load_model
 from cse.paths import senteval_dir
 from cse.pooling import POOLERS
 from cse.results import markdown_table
@@ -63,7 +63,7 @@ def parse_args(argv=None):
 def main(argv=None) -> dict:
     args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    model = CSEModel.from_pretrained(args.model_name_or_path, pooler_type=args.pooler).to(args.device)
+    model = load_model(args.model_name_or_path, pooler_type=args.pooler).to(args.device)
     start = time.perf_counter()
 
     def encode(sentences):

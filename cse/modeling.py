@@ -16,6 +16,7 @@ pooler reproduces our evaluation with no conversion step.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 from collections.abc import Sequence
@@ -28,6 +29,9 @@ from .export import write_sentence_transformers_files
 from .pooling import NEEDS_HIDDEN_STATES, check_pooler, pool
 
 CSE_CONFIG_NAME = "cse_config.json"
+# Exports whose sentence embedding is more than a pooled backbone record a ``model_kind`` in
+# cse_config.json; this names the class that loads each (imported when needed).
+MODEL_KINDS = {"sarcse": "cse.methods.sarcse.SARCSEModel"}
 
 
 def read_cse_config(model_dir: str) -> dict:
@@ -109,15 +113,25 @@ class CSEModel(nn.Module):
                 nn.init.normal_(module.weight, mean=0.0, std=std)
                 nn.init.zeros_(module.bias)
 
-    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
-        """Run ``backbone`` (default: this model's) and pool its output."""
+    @property
+    def embedding_size(self) -> int:
+        return self.config.hidden_size
+
+    def _backbone_outputs(self, input_ids, attention_mask, token_type_ids=None, backbone=None, hidden_states=False):
+        """Run ``backbone`` (default: this model's)."""
         kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        outputs = (backbone or self.backbone)(
+        return (backbone or self.backbone)(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            output_hidden_states=pooler_type in NEEDS_HIDDEN_STATES,
+            output_hidden_states=hidden_states,
             return_dict=True,
             **kwargs,
+        )
+
+    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
+        """Run ``backbone`` (default: this model's) and pool its output."""
+        outputs = self._backbone_outputs(
+            input_ids, attention_mask, token_type_ids, backbone, hidden_states=pooler_type in NEEDS_HIDDEN_STATES
         )
         return pool(pooler_type, attention_mask, outputs)
 
@@ -156,8 +170,7 @@ class CSEModel(nn.Module):
         )
         features = [dict(zip(encoded.keys(), values)) for values in zip(*encoded.values())]
         order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
-        hidden = self.config.hidden_size
-        out = torch.empty(len(features), hidden, dtype=torch.float32)
+        out = torch.empty(len(features), self.embedding_size, dtype=torch.float32)
         was_training = self.training
         self.eval()
         autocast = (
@@ -192,13 +205,23 @@ class CSEModel(nn.Module):
             save_directory, self.backbone, self.tokenizer, self.eval_pooler, backbone_state
         )
         with open(os.path.join(save_directory, CSE_CONFIG_NAME), "w", encoding="utf-8") as f:
-            json.dump(
-                {
-                    "pooler": self.eval_pooler,
-                    "training_pooler": self.pooler_type,
-                    "mlp_only_train": self.mlp_only_train,
-                },
-                f,
-                indent=2,
-            )
+            json.dump(self.cse_config(), f, indent=2)
             f.write("\n")
+
+    def cse_config(self) -> dict:
+        """What ``cse_config.json`` records beside the exported weights."""
+        return {"pooler": self.eval_pooler, "training_pooler": self.pooler_type, "mlp_only_train": self.mlp_only_train}
+
+
+def load_model(model_name_or_path: str, pooler_type: str | None = None, **kwargs) -> CSEModel:
+    """The encoder a directory holds: the class its ``cse_config.json`` names as ``model_kind``
+    (:data:`MODEL_KINDS`), else a backbone + pooler (:meth:`CSEModel.from_pretrained`)."""
+    kind = read_cse_config(model_name_or_path).get("model_kind")
+    if kind is None:
+        return CSEModel.from_pretrained(model_name_or_path, pooler_type=pooler_type, **kwargs)
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"{model_name_or_path}: unknown model_kind {kind!r} in {CSE_CONFIG_NAME}")
+    module, name = MODEL_KINDS[kind].rsplit(".", 1)
+    return getattr(importlib.import_module(module), name).from_pretrained(
+        model_name_or_path, pooler_type=pooler_type, **kwargs
+    )

@@ -77,7 +77,10 @@ def cosine_density(reports: Mapping[str, Mapping], path: str, bins: int = 40) ->
             if inside.sum() < 2:
                 continue
             density, edges = np.histogram(cosine[inside], bins=bins, range=(-1.0, 1.0), density=True)
-            ax.plot((edges[:-1] + edges[1:]) / 2, density, label=f"gold {low:g}-{high:g} ({inside.sum()})")
+            # SARCSE's point in Appendix D is the spread within a bin: its mean and (sample) std are shown
+            spread = f"{cosine[inside].mean():.2f} ± {cosine[inside].std(ddof=1):.2f}"
+            label = f"gold {low:g}-{high:g}: n={inside.sum()}, cos {spread}"
+            ax.plot((edges[:-1] + edges[1:]) / 2, density, label=label)
         ax.set_title(f"{name} ({analysis['split']})", fontsize=9)
         ax.set_xlabel("predicted cosine")
         ax.grid(alpha=0.3)

@@ -12,7 +12,9 @@ import json
 import logging
 import os
 
+from safetensors import safe_open
 from transformers.trainer_utils import get_last_checkpoint
+from transformers.utils import SAFE_WEIGHTS_NAME
 
 from .modeling import CSE_CONFIG_NAME
 
@@ -100,16 +102,6 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None) -> s
     return checkpoint
 
 
-def resolve_checkpoint(resume_from_checkpoint, output_dir: str) -> str | None:
-    """``Trainer.train``'s ``resume_from_checkpoint`` as a path: ``True`` means the last checkpoint in
-    ``output_dir`` (an error if there is none), for trainers that must inspect it before resuming."""
-    if resume_from_checkpoint is True:
-        resume_from_checkpoint = get_last_checkpoint(output_dir)
-        if resume_from_checkpoint is None:
-            raise ValueError(f"no checkpoint to resume from in {output_dir}")
-    return resume_from_checkpoint or None
-
-
 def check_best_model_loaded(trainer) -> None:
     """``load_best_model_at_end`` only warns when the best checkpoint has gone missing; exporting the
     last model as if it were the best would be worse than stopping."""
@@ -122,3 +114,36 @@ def check_best_model_loaded(trainer) -> None:
         raise FileNotFoundError(
             f"the best checkpoint {best} is missing, so the model in memory is the last one: nothing exported"
         )
+
+
+def check_checkpoint_matches(model, checkpoint: str) -> None:
+    """The Trainer loads checkpoint weights non-strictly: refuse one saved by another model layout
+    (another variant or ablation flag) instead of silently dropping or missing some of its weights."""
+    path = os.path.join(checkpoint, SAFE_WEIGHTS_NAME)
+    if not os.path.isfile(path):
+        return  # not ours to judge (sharded or DeepSpeed checkpoints): the Trainer reports those
+    with safe_open(path, framework="pt") as f:
+        saved = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
+    current = {key: tuple(t.shape) for key, t in model.state_dict().items()}
+    differ = sorted(set(saved) ^ set(current)) + sorted(k for k in set(saved) & set(current) if saved[k] != current[k])
+    if differ:
+        raise ValueError(
+            f"{checkpoint} was saved by a different model (e.g. another --variant or ablation flag): "
+            f"{len(differ)} weight(s) missing, extra or reshaped, first {', '.join(differ[:3])}"
+        )
+
+
+def resolve_checkpoint(trainer, resume_from_checkpoint) -> str | None:
+    """What ``trainer.train(resume_from_checkpoint=...)`` will load, for trainers that restore their
+    own state first: ``True`` is the last checkpoint in ``output_dir``; a checkpoint of another model
+    layout is refused (:func:`check_checkpoint_matches`)."""
+    if resume_from_checkpoint is True:
+        resume_from_checkpoint = get_last_checkpoint(trainer.args.output_dir)
+        if resume_from_checkpoint is None:
+            raise ValueError(f"no checkpoint to resume from in {trainer.args.output_dir}")
+    if not resume_from_checkpoint:
+        return None
+    if not os.path.isdir(resume_from_checkpoint):
+        raise FileNotFoundError(f"no checkpoint to resume from at {resume_from_checkpoint}")
+    check_checkpoint_matches(trainer.accelerator.unwrap_model(trainer.model), resume_from_checkpoint)
+    return resume_from_checkpoint

@@ -28,15 +28,13 @@ from dataclasses import dataclass, field, fields
 
 import torch
 import torch.distributed as dist
-from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
-from transformers.utils import SAFE_WEIGHTS_NAME
 
 from ..distributed import world_size
 from ..losses.adcse import LOSS_FORMS
 from ..modeling import CSEModel
+from ..resume import resolve_checkpoint
 from ..trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
@@ -268,33 +266,10 @@ class AdCSETrainer(CSETrainer):
             self.adversary_optimizer.state[self.adversaries]["momentum_buffer"] = state["momentum_buffer"]
         logger.info("adversaries and their optimizer state restored from %s", path)
 
-    def check_checkpoint_matches(self, checkpoint: str) -> None:
-        """The Trainer loads checkpoint weights non-strictly: refuse one saved by another model layout
-        (another variant or ablation) instead of silently dropping or missing p's weights."""
-        path = os.path.join(checkpoint, SAFE_WEIGHTS_NAME)
-        if not os.path.isfile(path):
-            return  # not ours to judge (sharded or DeepSpeed checkpoints): the Trainer reports those
-        with safe_open(path, framework="pt") as f:
-            saved = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
-        current = {key: tuple(t.shape) for key, t in self.accelerator.unwrap_model(self.model).state_dict().items()}
-        differ = sorted(set(saved) ^ set(current)) + sorted(
-            k for k in set(saved) & set(current) if saved[k] != current[k]
-        )
-        if differ:
-            raise ValueError(
-                f"{checkpoint} was saved by a different model (e.g. another --variant or ablation flag): "
-                f"{len(differ)} weight(s) missing, extra or reshaped, first {', '.join(differ[:3])}"
-            )
-
     def train(self, resume_from_checkpoint=None, **kwargs):
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
-        if resume_from_checkpoint:
-            self.check_checkpoint_matches(resume_from_checkpoint)
-            if self.adversaries is not None:
-                self.load_adversary_state(resume_from_checkpoint)
+        resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
+        if resume_from_checkpoint and self.adversaries is not None:
+            self.load_adversary_state(resume_from_checkpoint)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False):

@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 from dataclasses import dataclass, field
 
 import torch
-from safetensors import safe_open
-from transformers.utils import SAFE_WEIGHTS_NAME
 
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
 from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead
@@ -281,25 +278,6 @@ class SGTrainer(CSETrainer):
             self.record_training_metrics(parameter_distance=outputs["parameter_distance"])
         return (loss, outputs) if return_outputs else loss
 
-    def check_checkpoint_holds_the_model(self, checkpoint: str) -> None:
-        """The Trainer loads checkpoint weights non-strictly: a checkpoint without BERT_F or the head
-        (another method's, or one saved with or without --no_projection_head) would leave them as
-        this run built them."""
-        path = os.path.join(checkpoint, SAFE_WEIGHTS_NAME)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path} is missing: {checkpoint} holds no single-file SG-BERT model to resume")
-        with safe_open(path, framework="pt") as f:
-            saved = set(f.keys())
-        current = set(self.accelerator.unwrap_model(self.model).state_dict())
-        if saved != current:
-            differ = sorted(saved ^ current)
-            raise ValueError(
-                f"{checkpoint} was saved by a different model ({len(differ)} weight(s) missing or extra, first "
-                f"{', '.join(differ[:3])}): resume with the settings it was trained with"
-            )
-
     def train(self, resume_from_checkpoint=None, **kwargs):
-        resume_from_checkpoint = resolve_checkpoint(resume_from_checkpoint, self.args.output_dir)
-        if resume_from_checkpoint:
-            self.check_checkpoint_holds_the_model(resume_from_checkpoint)
+        resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)

@@ -1,0 +1,121 @@
+"""SARCSE's self-adaptive reconstruction loss (Liu et al., arXiv 2402.15153, Sect. 2.3, Eqs. 8-10).
+
+For the N real tokens w_1..w_N of a sentence (``<s>``, ``</s>`` and padding are not reconstructed),
+their states x_i and the autoencoder's reconstructions x'_i (:mod:`cse.textcnn`):
+
+    f(w)  = max(theta, 1 - lambda * freq(w))                      (Eq. 8; theta = 0.1, lambda = 50)
+    L_R   = (1/N) sum_i f(w_i) * MSE(x_i, x'_i)                    (Eq. 9; MSE: mean over the d dims)
+    L_R+  = the same for the second dropout view X+                 (Eq. 10)
+
+freq(w) is w's count over the count of all tokens of the training sentences, as they are trained on
+(tokenised and truncated to ``max_seq_length``), special tokens and padding not counted. The batch
+loss is the mean of the sentences' L_R; a sentence with no real token (N = 0) contributes 0.
+
+``self_adaptive=False`` is Table 1's plain-MSE ablation: f = 1 for every real token, and no
+frequency table. Special tokens and padding weigh 0 in both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+
+def count_tokens(sentences: Iterable[list[int]], vocab_size: int, special_ids: Iterable[int]) -> torch.Tensor:
+    """Occurrences of each token id over ``sentences`` (token-id lists), special ids left at 0: an
+    int64 tensor of ``vocab_size``."""
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    chunk: list[int] = []
+    for ids in sentences:
+        chunk.extend(ids)
+        if len(chunk) >= 1 << 20:
+            counts += np.bincount(np.asarray(chunk, dtype=np.int64), minlength=vocab_size)[:vocab_size]
+            chunk = []
+    if chunk:
+        counts += np.bincount(np.asarray(chunk, dtype=np.int64), minlength=vocab_size)[:vocab_size]
+    counts[list(special_ids)] = 0
+    return torch.from_numpy(counts)
+
+
+class SelfAdaptiveReconstructionLoss(nn.Module):
+    """Args:
+    vocab_size: size of the token-count table.
+    special_ids: token ids never reconstructed (weight 0): ``<s>``, ``</s>``, padding.
+    theta: theta in Eq. 8, the smallest weight of a real token.
+    freq_lambda: lambda in Eq. 8.
+    self_adaptive: Eq. 8's weights (True) or the plain MSE of Table 1's ablation (all weights 1).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        special_ids: Iterable[int],
+        theta: float = 0.1,
+        freq_lambda: float = 50.0,
+        self_adaptive: bool = True,
+    ):
+        super().__init__()
+        if not 0.0 <= theta <= 1.0:
+            raise ValueError(f"theta must lie in [0, 1] (a weight floor under 1 - lambda freq), got {theta}")
+        if freq_lambda < 0:
+            raise ValueError(f"freq_lambda must not be negative, got {freq_lambda}")
+        self.theta = theta
+        self.freq_lambda = freq_lambda
+        self.self_adaptive = self_adaptive
+        self.special_ids = sorted(set(special_ids))
+        # Counted once on the training sentences (set_counts); the trainer saves it with every
+        # checkpoint and the final model, and restores it on resume.
+        self.register_buffer("token_counts", torch.zeros(vocab_size, dtype=torch.int64), persistent=False)
+        self.counted = False
+
+    @property
+    def needs_counts(self) -> bool:
+        return self.self_adaptive
+
+    def set_counts(self, counts: torch.Tensor) -> None:
+        if counts.shape != self.token_counts.shape:
+            raise ValueError(
+                f"token counts for a vocabulary of {counts.shape[0]}, "
+                f"but this tokenizer has {self.token_counts.shape[0]}"
+            )
+        if int(counts.sum()) <= 0:
+            raise ValueError("the token-count table is empty: no real token in the training sentences")
+        if int(counts[self.special_ids].abs().sum()) != 0:
+            raise ValueError("the token-count table counts special tokens, which are never reconstructed")
+        self.token_counts.copy_(counts)
+        self.counted = True
+
+    def is_special(self, token_ids: torch.Tensor) -> torch.Tensor:
+        return torch.isin(token_ids, torch.tensor(self.special_ids, device=token_ids.device))
+
+    def token_weights(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """f(w) of Eq. 8 for each id (float32), 0 for special ids and padding."""
+        special = self.is_special(token_ids)
+        if not self.self_adaptive:
+            return (~special).float()
+        if not self.counted:
+            raise RuntimeError("token frequencies not counted yet: call set_counts with the training corpus counts")
+        freq = self.token_counts[token_ids].double() / self.token_counts.sum().double()
+        weights = torch.clamp(1.0 - self.freq_lambda * freq, min=self.theta)
+        return weights.float().masked_fill(special, 0.0)
+
+    def forward(
+        self, states: torch.Tensor, reconstruction: torch.Tensor, token_ids: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Per-sentence L_R (Eq. 9), shape (B,): ``states`` x and ``reconstruction`` x' (B, L, d),
+        ``token_ids`` and ``mask`` (B, L), mask 0 at padding. N counts the real tokens: neither
+        padding nor special ids."""
+        with torch.autocast(states.device.type, enabled=False):
+            mse = (states.float() - reconstruction.float()).pow(2).mean(-1)  # (B, L)
+            real = (mask.bool() & ~self.is_special(token_ids)).float()
+            n = real.sum(1)
+            return (self.token_weights(token_ids) * real * mse).sum(1) / n.clamp_min(1.0)
+
+    def get_config_dict(self) -> dict:
+        return {"theta": self.theta, "freq_lambda": self.freq_lambda, "self_adaptive": self.self_adaptive}

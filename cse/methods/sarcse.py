@@ -1,0 +1,341 @@
+"""SARCSE (Liu et al., "Self-Adaptive Reconstruction with Contrastive Learning for Unsupervised
+Sentence Embeddings", arXiv 2402.15153): a TextCNN autoencoder after the backbone, whose code Z is
+the sentence embedding, trained with a contrastive loss on Z and a frequency-weighted loss for
+reconstructing the token states:
+
+    L = alpha L_I + beta L_R + gamma L_R+                           (Eq. 12; 1, 2.5e-4, 2.5e-4)
+
+L_I is the method's contrastive loss on (Z, Z+) (InfoNCE, Eq. 11, in ``run_sarcse.py``); L_R and
+L_R+ (Eqs. 9-10, :mod:`cse.losses.reconstruction`) reconstruct the real tokens of each dropout view.
+
+The reconstruction is an add-on, not a fork of SimCSE's path ("plug-and-play", Sect. 1):
+
+* :class:`SARCSEModel` is a :class:`~cse.modeling.CSEModel` whose pooler is the autoencoder
+  (:mod:`cse.textcnn`): every forward returns Z, so any contrastive loss sees Z; a training forward
+  also keeps the tokens, their reconstruction and ids for the trainer (:meth:`pop_reconstruction`).
+* :class:`ReconstructionMixin` goes before any ``CSETrainer`` subclass in the bases
+  (``class T(ReconstructionMixin, SomeMethodTrainer)``): it lets that trainer compute its own loss,
+  then adds the reconstruction terms. It counts the token frequencies once, on the training
+  sentences, saves them with every checkpoint and the final model (``sarcse_token_counts.safetensors``)
+  and restores them on resume instead of counting again; it refuses to resume a checkpoint of
+  another model layout (another ablation or autoencoder shape).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field, fields
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..arguments import CSETrainingArguments, ModelArguments
+from ..losses.reconstruction import SelfAdaptiveReconstructionLoss, count_tokens
+from ..modeling import CSEModel, read_cse_config
+from ..resume import resolve_checkpoint
+from ..textcnn import TextCNNAutoEncoder
+from ..trainer import CSETrainer
+
+logger = logging.getLogger(__name__)
+
+AUTOENCODER_WEIGHTS_NAME = "sarcse_autoencoder.safetensors"
+TOKEN_COUNTS_NAME = "sarcse_token_counts.safetensors"
+
+
+@dataclass
+class SARCSEModelArguments(ModelArguments):
+    model_name_or_path: str = field(
+        default="roberta-base", metadata={"help": "Backbone (the paper: roberta-base, roberta-large)."}
+    )
+
+
+@dataclass
+class SARCSETrainingArguments(CSETrainingArguments):
+    learning_rate: float = field(default=1e-5, metadata={"help": "AdamW learning rate (the paper: 1e-5)."})
+
+
+@dataclass
+class SARCSEArguments:
+    alpha: float = field(default=1.0, metadata={"help": "alpha in Eq. 12, the weight of the contrastive loss."})
+    beta: float = field(default=2.5e-4, metadata={"help": "beta in Eq. 12, the weight of L_R."})
+    gamma: float = field(default=2.5e-4, metadata={"help": "gamma in Eq. 12, the weight of L_R+."})
+    theta: float = field(default=0.1, metadata={"help": "theta in Eq. 8, the smallest token weight."})
+    freq_lambda: float = field(default=50.0, metadata={"help": "lambda in Eq. 8."})
+    kernel_sizes: list[int] = field(default_factory=lambda: [3, 4, 5], metadata={"help": "ks of the TextCNN."})
+    textcnn_channels: int = field(default=500, metadata={"help": "co_t, the TextCNN's output channels."})
+    cnn_channels: int = field(default=3, metadata={"help": "co_c, the CNN's output channels (Z: co_c (co_t - 1))."})
+    plain_mse: bool = field(
+        default=False, metadata={"help": "Table 1 ablation: every token weighs 1 (no self-adaptive weights)."}
+    )
+    decoder: bool = field(
+        default=True,
+        metadata={"help": "Reconstruct the tokens (--no_decoder: Table 1 ablation, backbone + TextCNN encoder only)."},
+    )
+    detach_target: bool = field(
+        default=False,
+        metadata={"help": "Stop L_R's gradient through the target X (default: Eq. 9's gradient reaches both sides)."},
+    )
+
+    def __post_init__(self):
+        defaults = {f.name: f.default for f in fields(self) if f.name != "kernel_sizes"}
+        reconstruction = ("alpha", "beta", "gamma", "theta", "freq_lambda", "plain_mse", "detach_target")
+        changed = [name for name in reconstruction if getattr(self, name) != defaults[name]]
+        if not self.decoder and changed:
+            raise ValueError(f"--{', --'.join(changed)} set, but --no_decoder leaves no reconstruction loss")
+        changed = [name for name in ("theta", "freq_lambda") if getattr(self, name) != defaults[name]]
+        if self.plain_mse and changed:
+            raise ValueError(f"--{', --'.join(changed)} set, but --plain_mse weighs every token 1")
+        if self.alpha <= 0 or self.beta < 0 or self.gamma < 0:
+            raise ValueError(f"need alpha > 0 and beta, gamma >= 0, got {self.alpha}, {self.beta}, {self.gamma}")
+
+
+@dataclass
+class ReconstructionBatch:
+    """What a training forward leaves for the reconstruction loss: per encoded row (both views)."""
+
+    target: torch.Tensor  # X, (rows, L, d)
+    reconstruction: torch.Tensor  # X', (rows, L, d)
+    token_ids: torch.Tensor  # (rows, L)
+    mask: torch.Tensor  # (rows, L), 1 at real tokens
+
+
+def special_token_ids(tokenizer) -> list[int]:
+    """The ids never reconstructed: ``<s>``/``</s>`` ([CLS]/[SEP]) and padding."""
+    ids = (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id)
+    return sorted({i for i in (*ids, tokenizer.pad_token_id) if i is not None})
+
+
+class SARCSEModel(CSEModel):
+    """A backbone whose sentence embedding is Z, the code of a TextCNN autoencoder over its last
+    layer's real tokens (``<s>``, ``</s>`` and padding removed, Sect. 2.1).
+
+    Args:
+        backbone, tokenizer: as :class:`CSEModel`'s (the backbone's pooling layer is unused).
+        autoencoder: the :class:`~cse.textcnn.TextCNNAutoEncoder`.
+        detach_target: keep L_R's gradient off the target X (it still reaches the backbone through Z).
+    """
+
+    def __init__(self, backbone, tokenizer, autoencoder: TextCNNAutoEncoder, detach_target: bool = False):
+        super().__init__(backbone, tokenizer, pooler_type="cls_before_pooler")
+        if autoencoder.hidden_size != backbone.config.hidden_size:
+            raise ValueError(
+                f"autoencoder built for states of {autoencoder.hidden_size}, "
+                f"the backbone gives {backbone.config.hidden_size}"
+            )
+        self.pooler_type = "textcnn"  # recorded in cse_config.json and result JSONs: Z, Eq. 4
+        self.autoencoder = autoencoder
+        self.detach_target = detach_target
+        self.register_buffer("special_ids", torch.tensor(special_token_ids(tokenizer)), persistent=False)
+        self._reconstruction: ReconstructionBatch | None = None
+
+    @property
+    def embedding_size(self) -> int:
+        return self.autoencoder.embedding_size
+
+    def content_tokens(self, states, input_ids, attention_mask):
+        """The real tokens of each row, moved to the front in their order: states (B, L, d), ids and
+        mask (B, L), with L the longest row's count of real tokens."""
+        mask = attention_mask.bool() & ~torch.isin(input_ids, self.special_ids)
+        order = torch.sort((~mask).to(torch.int8), dim=1, stable=True).indices
+        length = int(mask.sum(1).max())
+        order = order[:, :length]
+        states = states.gather(1, order[..., None].expand(-1, -1, states.shape[-1]))
+        return states, input_ids.gather(1, order), mask.gather(1, order)
+
+    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
+        states = self._backbone_outputs(input_ids, attention_mask, token_type_ids, backbone).last_hidden_state
+        tokens, token_ids, mask = self.content_tokens(states, input_ids, attention_mask)
+        reconstruct = self.training and self.autoencoder.has_decoder
+        out = self.autoencoder(tokens, mask, reconstruct=reconstruct)
+        if reconstruct:
+            target = tokens.detach() if self.detach_target else tokens
+            self._reconstruction = ReconstructionBatch(target, out.reconstruction, token_ids, mask)
+        return out.embedding
+
+    def pop_reconstruction(self) -> ReconstructionBatch | None:
+        """The last training forward's reconstruction, handed over once."""
+        batch, self._reconstruction = self._reconstruction, None
+        return batch
+
+    def cse_config(self) -> dict:
+        return {
+            "model_kind": "sarcse",
+            "pooler": self.pooler_type,
+            "autoencoder": self.autoencoder.get_config_dict(),
+            "detach_target": self.detach_target,
+        }
+
+    def save_pretrained(self, save_directory: str, state_dict: dict | None = None) -> None:
+        """The backbone as a plain Hugging Face model (``AutoModel`` loads its token states), the
+        autoencoder beside it (``sarcse_autoencoder.safetensors``); :func:`cse.modeling.load_model`
+        or :meth:`from_pretrained` load both and embed with Z."""
+        super().save_pretrained(save_directory, state_dict=state_dict)
+        state = state_dict if state_dict is not None else self.state_dict()
+        prefix = "autoencoder."
+        weights = {k[len(prefix) :]: v.detach().contiguous().cpu() for k, v in state.items() if k.startswith(prefix)}
+        save_file(weights, os.path.join(save_directory, AUTOENCODER_WEIGHTS_NAME))
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path: str, pooler_type: str | None = None, **backbone_kwargs):
+        if pooler_type not in (None, "textcnn"):
+            raise ValueError(f"{model_name_or_path} is a SARCSE model: its embedding is Z, not pooler {pooler_type!r}")
+        config = read_cse_config(model_name_or_path)
+        weights = os.path.join(model_name_or_path, AUTOENCODER_WEIGHTS_NAME)
+        if "autoencoder" not in config or not os.path.isfile(weights):
+            raise FileNotFoundError(f"{model_name_or_path} lacks the autoencoder's shape or weights ({weights})")
+        encoder = CSEModel.from_pretrained(model_name_or_path, pooler_type="cls_before_pooler", **backbone_kwargs)
+        autoencoder = TextCNNAutoEncoder(**config["autoencoder"])
+        autoencoder.load_state_dict(load_file(weights))
+        return cls(encoder.backbone, encoder.tokenizer, autoencoder, detach_target=config["detach_target"])
+
+
+def corpus_token_ids(dataset):
+    for batch in dataset.select_columns(["input_ids"]).iter(batch_size=10_000):
+        yield from batch["input_ids"]
+
+
+class ReconstructionMixin:
+    """Eq. 12 on top of any ``CSETrainer`` subclass: ``alpha`` times its loss plus ``beta`` L_R and
+    ``gamma`` L_R+ of the model's reconstruction (the model must be a :class:`SARCSEModel` with a
+    decoder, encoding both views in one forward, as ``CSEModel.forward`` does).
+
+    Args (besides the trainer's): ``reconstruction_loss`` (a
+    :class:`~cse.losses.reconstruction.SelfAdaptiveReconstructionLoss`), ``alpha``, ``beta``, ``gamma``.
+    """
+
+    def __init__(
+        self, *args, reconstruction_loss: SelfAdaptiveReconstructionLoss, alpha=1.0, beta=2.5e-4, gamma=2.5e-4, **kwargs
+    ):
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.model, SARCSEModel) or not self.model.autoencoder.has_decoder:
+            raise TypeError(
+                f"the reconstruction loss needs a SARCSEModel with a decoder, got {type(self.model).__name__}"
+                + (" without one (--no_decoder)" if isinstance(self.model, SARCSEModel) else "")
+            )
+        self.reconstruction_loss = reconstruction_loss.to(self.args.device)
+        self.alpha, self.beta, self.gamma = alpha, beta, gamma
+        logger.info(
+            "reconstruction: alpha %s, beta %s, gamma %s, %s",
+            alpha,
+            beta,
+            gamma,
+            reconstruction_loss.get_config_dict(),
+        )
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        contrastive, outputs = result if return_outputs else (result, None)
+        batch = self.accelerator.unwrap_model(model).pop_reconstruction()
+        if batch is None:
+            if model.training:
+                raise RuntimeError("the model's training forward left no reconstruction")
+            loss = self.alpha * contrastive
+        else:
+            views = inputs["input_ids"].shape[1]
+            if views != 2:
+                raise ValueError(f"L_R and L_R+ need two views of each sentence, got {views}")
+            per_sentence = self.reconstruction_loss(batch.target, batch.reconstruction, batch.token_ids, batch.mask)
+            reconstruction, reconstruction_positive = per_sentence.view(-1, views).mean(0)
+            loss = self.alpha * contrastive + self.beta * reconstruction + self.gamma * reconstruction_positive
+            self.record_training_metrics(
+                contrastive_loss=contrastive,
+                reconstruction_loss=reconstruction,
+                reconstruction_loss_positive=reconstruction_positive,
+            )
+        return (loss, outputs) if return_outputs else loss
+
+    def count_token_frequencies(self) -> None:
+        counts = count_tokens(
+            corpus_token_ids(self.train_dataset),
+            self.reconstruction_loss.token_counts.shape[0],
+            self.reconstruction_loss.special_ids,
+        )
+        self.reconstruction_loss.set_counts(counts.to(self.args.device))
+        logger.info(
+            "token frequencies: %d tokens of %d types in %d training sentences",
+            int(counts.sum()),
+            int((counts > 0).sum()),
+            len(self.train_dataset),
+        )
+
+    def load_token_counts(self, directory: str) -> None:
+        path = os.path.join(directory, TOKEN_COUNTS_NAME)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"{path} is missing: this checkpoint lacks the token-frequency table of its run (was it saved "
+                "with --plain_mse, or by another method?)"
+            )
+        self.reconstruction_loss.set_counts(load_file(path)["token_counts"].to(self.args.device))
+        logger.info("token frequencies restored from %s", path)
+
+    def save_token_counts(self, directory: str) -> None:
+        if self.reconstruction_loss.needs_counts and self.args.should_save:
+            os.makedirs(directory, exist_ok=True)
+            save_file(
+                {"token_counts": self.reconstruction_loss.token_counts.cpu()},
+                os.path.join(directory, TOKEN_COUNTS_NAME),
+            )
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
+        if self.reconstruction_loss.needs_counts:
+            if resume_from_checkpoint:
+                self.load_token_counts(resume_from_checkpoint)
+            else:
+                self.count_token_frequencies()
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        super().save_model(output_dir, _internal_call=_internal_call)
+        # With the weights, before the optimizer and Trainer state: no complete-looking checkpoint lacks it.
+        self.save_token_counts(output_dir or self.args.output_dir)
+
+    def save_encoder(self, output_dir: str | None = None) -> None:
+        super().save_encoder(output_dir)
+        self.save_token_counts(output_dir or self.args.output_dir)
+
+
+class SARCSETrainer(ReconstructionMixin, CSETrainer):
+    """SARCSE as the paper trains it: InfoNCE on Z (the trainer's ``loss``) plus the reconstruction."""
+
+
+def build_model(model_args: ModelArguments, sarcse_args: SARCSEArguments) -> SARCSEModel:
+    """The pretrained backbone and tokenizer ``model_args`` name, with a fresh autoencoder of
+    ``sarcse_args``' shape (the backbone's pooling layer is left unused)."""
+    encoder = CSEModel.from_pretrained(
+        model_args.model_name_or_path,
+        pooler_type="cls_before_pooler",
+        tokenizer_name_or_path=model_args.tokenizer_name,
+        cache_dir=model_args.cache_dir,
+    )
+    autoencoder = TextCNNAutoEncoder(
+        encoder.config.hidden_size,
+        kernel_sizes=tuple(sarcse_args.kernel_sizes),
+        textcnn_channels=sarcse_args.textcnn_channels,
+        cnn_channels=sarcse_args.cnn_channels,
+        decoder=sarcse_args.decoder,
+    )
+    return SARCSEModel(encoder.backbone, encoder.tokenizer, autoencoder, detach_target=sarcse_args.detach_target)
+
+
+def reconstruction_loss(model: SARCSEModel, sarcse_args: SARCSEArguments) -> SelfAdaptiveReconstructionLoss:
+    return SelfAdaptiveReconstructionLoss(
+        len(model.tokenizer),
+        special_token_ids(model.tokenizer),
+        theta=sarcse_args.theta,
+        freq_lambda=sarcse_args.freq_lambda,
+        self_adaptive=not sarcse_args.plain_mse,
+    )
+
+
+__all__ = [
+    "SARCSEArguments",
+    "SARCSEModel",
+    "SARCSEModelArguments",
+    "SARCSETrainer",
+    "SARCSETrainingArguments",
+    "ReconstructionMixin",
+    "build_model",
+    "reconstruction_loss",
+]
