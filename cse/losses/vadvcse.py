@@ -33,6 +33,8 @@ from ..distributed import world_size
 
 DIVERGENCES = ("kl", "symmetric_kl", "js")
 NORMS = ("l2", "linf")
+# The options of the perturbation search (constructor arguments of VirtualAdversarialLoss).
+SEARCH_OPTIONS = ("divergence", "norm", "sigma", "epsilon", "step_size", "num_steps", "normalize_gradient")
 
 
 def _log_probs(logits: torch.Tensor) -> torch.Tensor:
@@ -188,12 +190,4 @@ class VirtualAdversarialLoss(nn.Module):
         )
 
     def get_config_dict(self) -> dict:
-        return {
-            "divergence": self.divergence,
-            "norm": self.norm,
-            "sigma": self.sigma,
-            "epsilon": self.epsilon,
-            "step_size": self.step_size,
-            "num_steps": self.num_steps,
-            "normalize_gradient": self.normalize_gradient,
-        }
+        return {name: getattr(self, name) for name in SEARCH_OPTIONS}

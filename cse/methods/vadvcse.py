@@ -33,7 +33,7 @@ from torch import nn
 
 from ..distributed import all_gather_with_grad
 from ..losses import cosine_logits
-from ..losses.vadvcse import DIVERGENCES, NORMS, VirtualAdversarialLoss
+from ..losses.vadvcse import DIVERGENCES, NORMS, SEARCH_OPTIONS, VirtualAdversarialLoss
 from ..modeling import CSEModel
 from ..trainer import CSETrainer
 
@@ -104,15 +104,7 @@ class VAdvCSEArguments:
             VirtualAdversarialLoss(**self.search_options())  # refuses bad values now, not at the first step
 
     def search_options(self) -> dict:
-        return {
-            "divergence": self.divergence,
-            "norm": self.norm,
-            "sigma": self.sigma,
-            "epsilon": self.epsilon,
-            "step_size": self.step_size,
-            "num_steps": self.num_steps,
-            "normalize_gradient": self.normalize_gradient,
-        }
+        return {name: getattr(self, name) for name in SEARCH_OPTIONS}
 
 
 def mlp_head(hidden_size: int, batch_norm: bool = True) -> nn.Sequential:
