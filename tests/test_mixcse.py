@@ -372,7 +372,9 @@ def test_run_mixcse_with_each_flag(tiny_bert, tmp_path, monkeypatch, flags):
     )
     if not flags:  # ... and the released variant selected it on STS-B dev through that head
         report = SentEvalSuite("sts", "dev", SENTEVAL).run(lambda sentences: exported_embeddings(sentences, True))
-        assert 100 * evaluations[0]["eval_stsb_spearman"] == pytest.approx(report["scores"]["STS-B"], abs=1e-3)
+        # Spearman of a random tiny model moves by ~1e-3 with the float rounding of another thread count;
+        # selecting without the head would differ by several points
+        assert 100 * evaluations[0]["eval_stsb_spearman"] == pytest.approx(report["scores"]["STS-B"], abs=0.02)
 
 
 def test_shipped_configs_hold_the_papers_settings():

@@ -27,7 +27,9 @@ def test_paper_rows_are_consistent():
         # a typo in a transcribed row shows as an average that no longer matches its cells
         # (rows of averages only, such as SG-BERT's Table 5, have no cells to check it against)
         if values:
-            assert np.mean(values) == pytest.approx(row["scores"]["Avg."], abs=0.01), row_id
+            # a row marked printed_avg_differs is the paper's own rounding (checked against its text)
+            tolerance = 0.02 if row.get("printed_avg_differs") else 0.01
+            assert np.mean(values) == pytest.approx(row["scores"]["Avg."], abs=tolerance), row_id
 
 
 def test_markdown_table_and_comparison(tmp_path, capsys):

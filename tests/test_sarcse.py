@@ -305,7 +305,7 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
 
     def fake_evaluate(encode, **kwargs):
         captured["vectors"] = encode(sentences)
-        return {"scores": {"STS-B": 0.0}}
+        return {"scores": {"STS-B": 0.0}, "score_groups": {"sts": {"STS-B": 0.0}}}
 
     monkeypatch.setattr(senteval_eval, "evaluate", fake_evaluate)
     report = senteval_eval.main(["--model_name_or_path", str(tmp_path), "--mode", "dev", "--device", "cpu"])
