@@ -1,7 +1,8 @@
-"""The papers' two pictures, as PNG files, from result JSONs of ``senteval_eval.py --analysis``.
+"""The papers' two pictures, as PNG files, from result JSONs of ``senteval_eval.py --analysis``
+(``--output_json DIR/sts_test_analysis.json``).
 
-    python -m cse.plots align_uniform fig/align_uniform.png result/*/sts_test_results.json
-    python -m cse.plots cosine_density fig/density.png result/simcse/sts_test_results.json ...
+    python -m cse.plots align_uniform fig/align_uniform.png result/*/sts_test_analysis.json
+    python -m cse.plots cosine_density fig/density.png result/simcse/sts_test_analysis.json ...
 
 ``align_uniform``: one point per model at (uniformity, alignment), coloured by its STS average (the
 figure of SimCSE Fig. 2 and its successors; lower-left is better). ``cosine_density``: per model, the
