@@ -63,6 +63,13 @@ class DataArguments:
         metadata={"help": "Column holding the sentences (CSV or hub data); default: the only column, else 'text'."},
     )
     max_seq_length: int = field(default=32, metadata={"help": "Training sentences are truncated to this many tokens."})
+    pad_to_max_length: bool = field(
+        default=False,
+        metadata={
+            "help": "Pad every training batch to max_seq_length instead of its longest sentence: static shapes, "
+            "which torch.compile's CUDA graphs (--torch_compile_mode reduce-overhead) need. Padding is masked."
+        },
+    )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N sentences."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
     overwrite_cache: bool = field(default=False, metadata={"help": "Re-tokenise even if a cached copy exists."})
@@ -103,6 +110,11 @@ class CSETrainingArguments(TrainingArguments):
     load_best_model_at_end: bool = field(default=True, metadata={"help": "Restore the best checkpoint after training."})
     remove_unused_columns: bool = field(default=False, metadata={"help": "Batches are built by our collator."})
     ddp_find_unused_parameters: bool | None = field(default=False, metadata={"help": "Every trainable weight is used."})
+    # The stock filter reads the loss on the host every step (a device sync) and silently replaces a
+    # NaN/inf loss by the running mean; we keep the step free of syncs and let a bad loss show in the log.
+    logging_nan_inf_filter: bool = field(
+        default=False, metadata={"help": "Replace NaN/inf losses in the logged mean (costs a sync per step)."}
+    )
     final_eval: str = field(
         default="test",
         metadata={

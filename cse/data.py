@@ -130,14 +130,17 @@ def tokenize_corpus(
 
 
 class TwoViewCollator:
-    """Pad a batch of tokenised sentences and repeat each one: tensors of shape ``(batch, 2, length)``."""
+    """Pad a batch of tokenised sentences and repeat each one: tensors of shape ``(batch, 2, length)``.
+    ``length`` is the batch's longest sentence, or ``max_length`` when given (static shapes)."""
 
-    def __init__(self, tokenizer, num_views: int = 2):
+    def __init__(self, tokenizer, num_views: int = 2, max_length: int | None = None):
         self.tokenizer = tokenizer
         self.num_views = num_views
+        self.max_length = max_length
 
     def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        batch = self.tokenizer.pad(features, return_tensors="pt")
+        padding = "max_length" if self.max_length else True
+        batch = self.tokenizer.pad(features, padding=padding, max_length=self.max_length, return_tensors="pt")
         return {k: v.unsqueeze(1).expand(-1, self.num_views, -1).contiguous() for k, v in batch.items()}
 
 

@@ -57,7 +57,9 @@ def train_and_evaluate(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        data_collator=TwoViewCollator(model.tokenizer),
+        data_collator=TwoViewCollator(
+            model.tokenizer, max_length=data_args.max_seq_length if data_args.pad_to_max_length else None
+        ),
         processing_class=model.tokenizer,
         loss=loss,
         senteval_data_dir=data_args.senteval_data_dir,

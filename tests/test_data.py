@@ -6,6 +6,7 @@ from transformers import AutoTokenizer
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.data import EmptyCorpusError, TwoViewCollator, count_undecodable_lines, load_corpus, tokenize_corpus
+from cse.modeling import CSEModel
 from cse.paths import MissingDataError
 
 from .conftest import TOKENIZERS
@@ -90,6 +91,20 @@ def test_tokenise_and_two_views(tmp_path, bert_tokenizer):
     assert batch["input_ids"].shape == (2, 2, 8)
     assert torch.equal(batch["input_ids"][:, 0], batch["input_ids"][:, 1])
     assert batch["attention_mask"][0, 0].tolist() == [1] * 5 + [0] * 3
+
+
+@pytest.mark.parametrize("pooler", ["cls", "avg"])
+def test_padding_to_max_length_leaves_the_embeddings_unchanged(tiny_bert, pooler):
+    """--pad_to_max_length gives static shapes; padded positions are masked, so every sentence's
+    embedding is the one it gets in a batch padded to its longest sentence."""
+    model = CSEModel.from_pretrained(tiny_bert, pooler_type=pooler).eval()
+    features = [dict(model.tokenizer(s)) for s in ["a short one", "a slightly longer sentence than that"]]
+    dynamic = TwoViewCollator(model.tokenizer)(features)
+    static = TwoViewCollator(model.tokenizer, max_length=32)(features)
+    assert static["input_ids"].shape == (2, 2, 32) and dynamic["input_ids"].shape[-1] < 32
+    with torch.no_grad():
+        expected, got = model(**dynamic), model(**static)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_config_values_keep_their_types(tmp_path):
