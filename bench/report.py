@@ -39,6 +39,7 @@ def summarise(method: str, raw: dict, batch_size: int, peak_flops_per_s: float |
     dev_suite = evals.get("dev_suite", {}).get("median_s")
     summary = {
         "step_time_s": {"median": median, "p10": percentile(times, 0.1), "p90": percentile(times, 0.9)},
+        "step_cpu_time_s": statistics.median(raw["step_cpu_times_s"]),
         "sentences_per_s": batch_size / median,
         "projected_full_run_s": projected_run_s(median, dev_suite),
     }
@@ -57,6 +58,7 @@ def add_baseline_ratios(results: dict) -> None:
         if "step_time_s" not in result:
             continue
         result["step_time_vs_simcse"] = result["step_time_s"]["median"] / base["step_time_s"]["median"]
+        result["cpu_time_vs_simcse"] = result["step_cpu_time_s"] / base["step_cpu_time_s"]
         if result.get("flops_per_step") and base.get("flops_per_step"):
             result["flops_vs_simcse"] = result["flops_per_step"] / base["flops_per_step"]
         if method in OVERHEAD_TARGETS:
@@ -80,6 +82,7 @@ COLUMNS = (
     "step ms (p10-p90)",
     "sent/s",
     "vs SimCSE (target)",
+    "CPU time vs SimCSE",
     "GFLOP/step",
     "FLOPs vs SimCSE",
     "MFU",
@@ -110,6 +113,7 @@ def table(results: dict) -> str:
                 f"{step['median'] * 1e3:.1f} ({step['p10'] * 1e3:.1f}-{step['p90'] * 1e3:.1f})",
                 f"{r['sentences_per_s']:.0f}",
                 ratio,
+                _fmt(r.get("cpu_time_vs_simcse"), ".2f"),
                 _fmt(r["flops_per_step"] and r["flops_per_step"] / 1e9, ".1f"),
                 _fmt(r.get("flops_vs_simcse"), ".2f"),
                 _fmt(r.get("mfu") and 100 * r["mfu"], ".1f") + ("%" if "mfu" in r else ""),

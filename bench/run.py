@@ -66,6 +66,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--extra", default="", help='raw flags for every run script, e.g. --extra "--optim adamw_torch_fused"'
     )
+    parser.add_argument(
+        "--fixed_shapes",
+        action="store_true",
+        help="every training batch exactly batch x max_seq_length (static shapes, for torch.compile / CUDA graphs)",
+    )
     parser.add_argument("--no_flops", action="store_true", help="do not count FLOPs (nor MFU)")
     parser.add_argument("--train_file", default=default_train_file(), help="default $CSE_DATA_DIR/wiki1m_head.txt")
     parser.add_argument("--senteval_data_dir", help="default $CSE_DATA_DIR/senteval")
@@ -92,6 +97,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.train_file is None or not os.path.isfile(args.train_file):
         parser.error(f"training corpus not found ({args.train_file}): set $CSE_DATA_DIR or pass --train_file")
     return args
+
+
+def write_long_lines(train_file: str, min_words: int, path: str) -> str:
+    """The corpus with consecutive lines joined until each has ``min_words`` words or more: every
+    tokenised line is then longer than ``max_seq_length`` and cut to it, so every batch has the same
+    shape while the text stays real."""
+    with open(train_file, encoding="utf-8", errors="replace") as src, open(path, "w", encoding="utf-8") as dst:
+        words: list[str] = []
+        for line in src:
+            words += line.split()
+            if len(words) >= min_words:
+                dst.write(" ".join(words) + "\n")
+                words = []
+    return path
 
 
 def save_random_backbone(family: str, profile: Profile, tokenizer_name: str, directory: str) -> str:
@@ -129,17 +148,19 @@ def shapes(method: Method, extra: str) -> dict:
     return {**method.shapes(), **{k: v for k, v in vars(overrides).items() if v is not None}}
 
 
-def method_argv(
-    method: Method, args: argparse.Namespace, profile: Profile, model_dir: str, output_dir: str
-) -> list[str]:
+def method_argv(method: Method, args: argparse.Namespace, profile: Profile, model_dir: str, run_dir: str) -> list[str]:
     """The method's paper configuration with a random backbone, and nothing but training steps."""
     total_steps = args.warmup_steps + args.steps
+    train_file = args.train_file
+    if args.fixed_shapes:  # a word is at least one token
+        max_length = shapes(method, args.extra)["max_seq_length"]
+        train_file = write_long_lines(train_file, max_length, os.path.join(run_dir, "long_lines.txt"))
     argv = [
         os.path.join(REPO, method.config),
         *method.args,
         "--model_name_or_path", model_dir,
-        "--output_dir", output_dir,
-        "--train_file", args.train_file,
+        "--output_dir", os.path.join(run_dir, "output"),
+        "--train_file", train_file,
         # Enough sentences for every step in one epoch, and no time spent tokenising the rest.
         "--max_train_samples", str(shapes(method, args.extra)["batch_size"] * total_steps),
         "--max_steps", str(total_steps),
@@ -171,7 +192,7 @@ def run_method(name: str, args: argparse.Namespace, profile: Profile, model_dir:
     os.makedirs(run_dir, exist_ok=True)
     spec = {
         "script": method.script,
-        "argv": method_argv(method, args, profile, model_dir, os.path.join(run_dir, "output")),
+        "argv": method_argv(method, args, profile, model_dir, run_dir),
         "warmup_steps": args.warmup_steps,
         "steps": args.steps,
         "count_flops": not args.no_flops,
@@ -258,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             "bf16": args.bf16,
             "tf32": args.tf32,
             "torch_compile": args.torch_compile,
+            "fixed_shapes": args.fixed_shapes,
             "extra": args.extra,
             "threads": args.threads or os.environ.get("OMP_NUM_THREADS"),
             "train_file": args.train_file,

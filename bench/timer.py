@@ -3,6 +3,7 @@ model FLOPs of one step and records peak memory over the timed steps."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -44,7 +45,9 @@ class StepTimer(TrainerCallback):
     A step's time runs from the end of the previous step to the end of this one (``on_step_end``, CUDA
     synchronised there and nowhere else), so it holds everything the Trainer does per step: fetching
     and collating the batch, forward, backward, clipping, the optimizer, the method's own updates
-    and the Trainer's bookkeeping. The last warm-up step runs under ``FlopCounterMode`` (when
+    and the Trainer's bookkeeping. The process's CPU time (user + system, all threads) is taken at
+    the same points: on a CPU shared with other jobs it is less disturbed than wall-clock time.
+    The last warm-up step runs under ``FlopCounterMode`` (when
     ``count_flops``), so counting costs no timed step; peak memory is reset after it. The callback
     stops training once the timed steps are done.
     """
@@ -54,6 +57,7 @@ class StepTimer(TrainerCallback):
             raise ValueError(f"need at least one warm-up and one timed step, got {warmup_steps} and {steps}")
         self.warmup_steps, self.steps, self.count_flops = warmup_steps, steps, count_flops
         self.step_ends: list[float] = []
+        self.cpu_ends: list[float] = []
         self.flops_per_step: int | None = None
         self.peak_memory: tuple[int, str] | None = None
         self._counter: FlopCounterMode | None = None
@@ -70,18 +74,20 @@ class StepTimer(TrainerCallback):
             self._counter = None
         synchronize()
         self.step_ends.append(time.perf_counter())
+        times = os.times()
+        self.cpu_ends.append(times.user + times.system)
         if state.global_step == self.warmup_steps:
             reset_peak_memory()
         elif state.global_step == self.warmup_steps + self.steps:
             self.peak_memory = peak_memory()
             control.should_training_stop = True
 
-    def step_times(self) -> list[float]:
-        """Seconds of each timed step."""
+    def step_times(self, cpu: bool = False) -> list[float]:
+        """Seconds of each timed step: wall-clock, or the process's CPU time."""
         if self.peak_memory is None:
             raise RuntimeError(
                 f"training stopped after {len(self.step_ends)} steps, before the {self.warmup_steps} warm-up "
                 f"and {self.steps} timed steps were done"
             )
-        ends = self.step_ends[self.warmup_steps - 1 :]
+        ends = (self.cpu_ends if cpu else self.step_ends)[self.warmup_steps - 1 :]
         return [b - a for a, b in zip(ends, ends[1:])]

@@ -52,6 +52,7 @@ def run(spec: dict) -> dict:
     peak_bytes, peak_kind = timer.peak_memory
     result = {
         "step_times_s": timer.step_times(),
+        "step_cpu_times_s": timer.step_times(cpu=True),
         "flops_per_step": timer.flops_per_step,
         "peak_memory_bytes": peak_bytes,
         "peak_memory_kind": peak_kind,
