@@ -15,7 +15,9 @@ from cse.methods.adcse import AdCSEArguments, AdCSETrainer, MomentumDualEncoder
 from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
 
 
-def main(argv=None):
+def main(argv=None, callbacks=()):
+    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
+    Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     model_args, data_args, training_args, adcse_args = parse_args(
         (ModelArguments, DataArguments, CSETrainingArguments, AdCSEArguments), argv
     )
@@ -46,6 +48,7 @@ def main(argv=None):
         loss,
         trainer_class=AdCSETrainer,
         method_args=adcse_args,
+        callbacks=list(callbacks),
         adversary_learning_rate=adcse_args.adversary_learning_rate,
         adversary_momentum=adcse_args.adversary_momentum,
         adversary_weight_decay=adcse_args.adversary_weight_decay,

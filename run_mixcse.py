@@ -14,7 +14,9 @@ from cse.methods.mixcse import MixCSEArguments, MixCSETrainer
 from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
 
 
-def main(argv=None):
+def main(argv=None, callbacks=()):
+    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
+    Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     model_args, data_args, training_args, mixcse_args = parse_args(
         (ModelArguments, DataArguments, CSETrainingArguments, MixCSEArguments), argv
     )
@@ -38,6 +40,7 @@ def main(argv=None):
         loss,
         trainer_class=MixCSETrainer,
         method_args=mixcse_args,
+        callbacks=list(callbacks),
         selection_pooler=mixcse_args.selection_pooler(model_args),
     )
 

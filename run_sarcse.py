@@ -23,7 +23,9 @@ from cse.pipeline import setup_logging, train_and_evaluate
 from cse.resume import check_checkpoint_matches
 
 
-def main(argv=None):
+def main(argv=None, callbacks=()):
+    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
+    Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     model_args, data_args, training_args, sarcse_args = parse_args(
         (SARCSEModelArguments, DataArguments, SARCSETrainingArguments, SARCSEArguments), argv
     )
@@ -37,11 +39,12 @@ def main(argv=None):
     loss = InfoNCELoss(temperature=model_args.temp)  # Eq. 11 on Z
     common = (model_args, data_args, training_args, model, loss)
     if not sarcse_args.decoder:  # Table 1, w/o decoder: InfoNCE on Z alone
-        return train_and_evaluate(*common, method_args=sarcse_args)
+        return train_and_evaluate(*common, method_args=sarcse_args, callbacks=list(callbacks))
     return train_and_evaluate(
         *common,
         trainer_class=SARCSETrainer,
         method_args=sarcse_args,
+        callbacks=list(callbacks),
         reconstruction_loss=reconstruction_loss(model, sarcse_args),
         alpha=sarcse_args.alpha,
         beta=sarcse_args.beta,

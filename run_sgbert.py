@@ -29,7 +29,9 @@ from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
 from cse.stsb_corpus import write_stsb_corpus
 
 
-def main(argv=None):
+def main(argv=None, callbacks=()):
+    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
+    Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     model_args, data_args, training_args, sg_args = parse_args(
         (SGModelArguments, SGDataArguments, SGTrainingArguments, SGBERTArguments), argv
     )
@@ -61,7 +63,7 @@ def main(argv=None):
         projection_size=sg_args.projection_size if sg_args.projection_head else None,
         fixed_encoder_dropout=sg_args.fixed_encoder_dropout,
     )
-    callbacks = []
+    callbacks = list(callbacks)
     if sg_args.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=sg_args.early_stopping_patience))
     return train_and_evaluate(

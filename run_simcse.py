@@ -12,14 +12,23 @@ from cse.losses import InfoNCELoss
 from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
 
 
-def main(argv=None):
+def main(argv=None, callbacks=()):
+    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
+    Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     model_args, data_args, training_args = parse_args((ModelArguments, DataArguments, CSETrainingArguments), argv)
     setup_logging(training_args)
     set_seed(training_args.seed)
     model = load_encoder(model_args)
     if model.pooler_type == "cls":
         model.reset_head()
-    return train_and_evaluate(model_args, data_args, training_args, model, InfoNCELoss(temperature=model_args.temp))
+    return train_and_evaluate(
+        model_args,
+        data_args,
+        training_args,
+        model,
+        InfoNCELoss(temperature=model_args.temp),
+        callbacks=list(callbacks),
+    )
 
 
 if __name__ == "__main__":

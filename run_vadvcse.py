@@ -15,7 +15,9 @@ from cse.methods.vadvcse import MLPHeadEncoder, VAdvCSEArguments, VAdvCSETrainer
 from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
 
 
-def main(argv=None):
+def main(argv=None, callbacks=()):
+    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
+    Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     model_args, data_args, training_args, vadv_args = parse_args(
         (ModelArguments, DataArguments, CSETrainingArguments, VAdvCSEArguments), argv
     )
@@ -36,6 +38,7 @@ def main(argv=None):
         InfoNCELoss(temperature=model_args.temp),
         trainer_class=VAdvCSETrainer,
         method_args=vadv_args,
+        callbacks=list(callbacks),
         vadv_loss=vadv_loss,
         vadv_lambda=vadv_args.vadv_lambda,
         shared_dropout=vadv_args.shared_dropout,

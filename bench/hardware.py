@@ -1,0 +1,68 @@
+"""The machine a benchmark ran on, and the GPU's bf16 matmul peak measured rather than looked up."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from importlib import metadata
+
+import torch
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe(device: str) -> dict:
+    """CPU (model, cores the process may use, load average), GPU name and the library versions."""
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": cpu_model(),
+        "cpu_cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "load_average_1_5_15": list(os.getloadavg()),
+        "versions": {name: _version(name) for name in ("torch", "transformers", "accelerate", "datasets", "deepspeed")},
+    }
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        info["gpu"] = props.name
+        info["gpu_memory_bytes"] = props.total_memory
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def measure_bf16_matmul_peak(size: int = 8192, repeats: int = 20) -> dict:
+    """The GPU's achievable bf16 matmul rate: median of ``repeats`` ``size``^3 matmuls timed with CUDA
+    events, after a few untimed ones (clocks up, cuBLAS heuristics settled)."""
+    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(a)
+    for _ in range(5):
+        torch.matmul(a, b, out=out)
+    seconds = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.matmul(a, b, out=out)
+        end.record()
+        end.synchronize()
+        seconds.append(start.elapsed_time(end) / 1e3)
+    del a, b, out
+    torch.cuda.empty_cache()
+    median = statistics.median(seconds)
+    return {"size": size, "repeats": repeats, "median_s": median, "flops_per_s": 2 * size**3 / median}

@@ -1,0 +1,75 @@
+"""One method, one process: ``python -m bench.worker SPEC.json RESULT.json``.
+
+Runs the method's ``run_<method>.main`` with the spec's command line and a :class:`StepTimer`, then
+times the evaluations the method's trainer runs. Each method gets a process of its own so that peak
+memory, allocator state and compiled kernels do not carry over from one method to the next.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import statistics
+import sys
+import time
+
+from cse.evaluation import STS_DEV_TASKS, SentEvalSuite
+
+from .timer import StepTimer, synchronize
+
+# Name -> (mode, tasks): STS-B dev alone; the dev suite the Trainer runs every eval_steps; the 7 STS test sets.
+EVAL_SUITES = {
+    "stsb_dev": ("dev", ("STSBenchmark",)),
+    "dev_suite": ("dev", STS_DEV_TASKS),
+    "sts_test": ("test", None),
+}
+
+
+def time_evaluation(trainer, suites: list[str], repeats: int, senteval_data_dir: str | None) -> dict:
+    """Median seconds of ``trainer.evaluate`` on each suite over ``repeats`` runs, after one warm-up
+    run of STS-B dev (the first encoding pass pays for allocator growth and kernel selection)."""
+    loaded = {
+        name: SentEvalSuite("sts", EVAL_SUITES[name][0], senteval_data_dir, tasks=EVAL_SUITES[name][1])
+        for name in suites
+    }
+    trainer.evaluate(SentEvalSuite("sts", "dev", senteval_data_dir, tasks=("STSBenchmark",)))
+    timings = {}
+    for name, suite in loaded.items():
+        seconds = []
+        for _ in range(repeats):
+            synchronize()
+            start = time.perf_counter()
+            trainer.evaluate(suite)
+            synchronize()
+            seconds.append(time.perf_counter() - start)
+        timings[name] = {"sentences": len(suite), "seconds": seconds, "median_s": statistics.median(seconds)}
+    return timings
+
+
+def run(spec: dict) -> dict:
+    timer = StepTimer(spec["warmup_steps"], spec["steps"], count_flops=spec["count_flops"])
+    trainer = importlib.import_module(spec["script"]).main(spec["argv"], callbacks=[timer])
+    peak_bytes, peak_kind = timer.peak_memory
+    result = {
+        "step_times_s": timer.step_times(),
+        "step_cpu_times_s": timer.step_times(cpu=True),
+        "flops_per_step": timer.flops_per_step,
+        "peak_memory_bytes": peak_bytes,
+        "peak_memory_kind": peak_kind,
+    }
+    if spec["eval_repeats"] and spec["eval_suites"]:
+        result["eval"] = time_evaluation(trainer, spec["eval_suites"], spec["eval_repeats"], spec["senteval_data_dir"])
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    spec_path, result_path = argv if argv is not None else sys.argv[1:]
+    with open(spec_path, encoding="utf-8") as f:
+        spec = json.load(f)
+    result = run(spec)
+    with open(result_path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""The benchmark harness (bench/): an end-to-end run on cpu-tiny, and the FLOP count and MFU
+arithmetic against closed forms."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from transformers import Trainer, TrainingArguments
+
+from bench.report import mfu, percentile, projected_run_s
+from bench.run import main as bench_main
+from bench.timer import StepTimer
+
+from .conftest import DATA, TOKENIZERS, WIKI_HEAD
+
+
+class TwoLinear(nn.Module):
+    """x (B, T, d0) -> W1 -> W2, no biases, loss = sum of squares: every FLOP is a matmul."""
+
+    def __init__(self, d0, d1, d2):
+        super().__init__()
+        self.first = nn.Linear(d0, d1, bias=False)
+        self.second = nn.Linear(d1, d2, bias=False)
+
+    def forward(self, x):
+        return {"loss": self.second(self.first(x)).pow(2).mean()}
+
+
+def test_step_timer_counts_a_linear_step_in_closed_form(tmp_path):
+    batch, tokens, d0, d1, d2 = 4, 5, 16, 24, 8
+    data = [{"x": torch.randn(tokens, d0)} for _ in range(64)]
+    timer = StepTimer(warmup_steps=2, steps=3)
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=batch,
+        max_steps=50,  # the timer, not max_steps, ends training
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=100,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(model=TwoLinear(d0, d1, d2), args=args, train_dataset=data, callbacks=[timer])
+    trainer.train()
+
+    assert trainer.state.global_step == 5
+    times = timer.step_times()
+    assert len(times) == 3 and all(t > 0 for t in times)
+    # Forward 2 n d_in d_out per layer; backward: the weight gradient of each layer (2 n d_in d_out)
+    # and the input gradient of the second only (the data needs none): 6 N2 n + 4 N1 n.
+    n = batch * tokens
+    assert timer.flops_per_step == 6 * n * d1 * d2 + 4 * n * d0 * d1
+    peak_bytes, kind = timer.peak_memory
+    assert kind == "cpu_peak_rss" and peak_bytes > 0
+
+    assert mfu(3.0e12, 0.5, 1.0e15) == pytest.approx(6.0e-3)
+    assert projected_run_s(0.1, 2.0) == pytest.approx(15_625 * 0.1 + 125 * 2.0)
+    values = [0.9, 0.1, 0.5, 0.3, 0.7, 0.2]
+    for q in (0.1, 0.5, 0.9):
+        assert percentile(values, q) == pytest.approx(np.percentile(np.array(values, dtype=np.float64), 100 * q))
+
+
+def test_bench_runs_end_to_end_on_cpu_tiny(tmp_path, monkeypatch):
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)
+    out = tmp_path / "bench.json"
+    status = bench_main(
+        [
+            "--profile", "cpu-tiny",
+            "--methods", "simcse",
+            "--steps", "2",
+            "--warmup_steps", "1",
+            "--eval_repeats", "1",
+            "--eval_suites", "stsb_dev,dev_suite",
+            "--extra", "--per_device_train_batch_size 8",
+            "--train_file", WIKI_HEAD,
+            "--bert_tokenizer", os.path.join(TOKENIZERS, "bert-base-uncased"),
+            "--threads", "1",
+            "--output_json", str(out),
+        ]
+    )  # fmt: skip
+    assert status == 0
+    report = json.loads(out.read_text())
+    assert report["command"].startswith("python -m bench --profile cpu-tiny")
+    assert report["profile"]["hidden_size"] == 128 and report["profile"]["num_hidden_layers"] == 2
+    assert report["hardware"]["versions"]["torch"] == torch.__version__
+    simcse = report["methods"]["simcse"]
+    assert simcse["shapes"] == {"batch_size": 8, "max_seq_length": 32}
+    assert len(simcse["step_times_s"]) == 2
+    assert simcse["step_time_s"]["p10"] <= simcse["step_time_s"]["median"] <= simcse["step_time_s"]["p90"]
+    assert simcse["sentences_per_s"] == pytest.approx(8 / simcse["step_time_s"]["median"])
+    assert simcse["step_time_vs_simcse"] == 1.0 and simcse["flops_vs_simcse"] == 1.0
+    assert simcse["flops_per_step"] > 0 and simcse["peak_memory_bytes"] > 0
+    # STS-B dev: 1,500 pairs, 2,909 distinct sentences; with SICK-R trial's 500 pairs, 3,833.
+    assert simcse["eval"]["stsb_dev"]["sentences"] == 2909
+    assert simcse["eval"]["dev_suite"]["sentences"] == 3833
+    dev = simcse["eval"]["dev_suite"]["median_s"]
+    assert simcse["projected_full_run_s"] == pytest.approx(15_625 * simcse["step_time_s"]["median"] + 125 * dev)
