@@ -15,7 +15,8 @@ import run_vadvcse  # noqa: E402
 METHODS = {
     "mixcse": (run_mixcse.main, []),
     "sarcse": (run_sarcse.main, []),
-    "sgbert": (run_sgbert.main, ["--projection_size", "16"]),  # the default SG-OPT, with a small head
+    # the default SG-OPT, with a small head; no evaluations to stop early on
+    "sgbert": (run_sgbert.main, ["--projection_size", "16", "--early_stopping_patience", "0"]),
     "vadvcse": (run_vadvcse.main, []),
 }
 

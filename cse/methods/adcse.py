@@ -275,7 +275,8 @@ class AdCSETrainer(CSETrainer):
                 f"{path} is missing: {checkpoint} does not hold the adversaries' state, so resuming would restart "
                 "them from scratch"
             )
-        state = load_file(path, device=str(self.args.device))
+        # read on the CPU: safetensors refuses device names such as DeepSpeed's "cpu:0"
+        state = {name: t.to(self.args.device) for name, t in load_file(path).items()}
         if state["adversaries"].shape != self.adversaries.shape:
             raise ValueError(
                 f"{path} holds {tuple(state['adversaries'].shape)} adversaries, this run "
@@ -338,7 +339,7 @@ class AdCSETrainer(CSETrainer):
         if resume_from_checkpoint and self.dual_encoder is not None and os.path.isfile(master):
             prefix = "momentum_backbone."
             self._saved_momentum_master = {
-                name.removeprefix(prefix): t for name, t in load_file(master, device=str(self.args.device)).items()
+                name.removeprefix(prefix): t.to(self.args.device) for name, t in load_file(master).items()
             }
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 

@@ -275,7 +275,8 @@ class VAdvCSETrainer(CSETrainer):
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
-        self.refuse_sharding("V-advCSE", "the perturbed forwards run the unwrapped model, outside the wrapper")
+        # ZeRO-3 gathers weights in hooks on every submodule, so the unwrapped model's forwards work too.
+        self.refuse_sharding("V-advCSE", "the perturbed forwards run the unwrapped model, outside FSDP", zero3=False)
         if vadv_lambda < 0:
             raise ValueError(f"vadv_lambda must not be negative, got {vadv_lambda}")
         if (vadv_loss is None) != (vadv_lambda == 0):
