@@ -6,6 +6,7 @@ the adversaries) against Eq. 4 and across a resume; ZeRO-3 refused where a metho
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -34,9 +35,16 @@ def zero_config(stage):
     return os.path.join(REPO, "configs", "accelerate", f"deepspeed_zero{stage}.json")
 
 
-def launch(script, port, *args):
-    """``script`` (repository root or tests/) in two processes; fails with its output."""
-    proc = subprocess.run(torchrun(script, port, *args), env=ENV, capture_output=True, text=True, timeout=600, cwd=REPO)
+def accelerate_launch(config, port, script, *args):
+    """The command running ``script`` with ``accelerate launch`` and a shipped config, in two processes."""
+    config = os.path.join(REPO, "configs", "accelerate", config)
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", config]
+    return [*launcher, "--num_processes", "2", "--main_process_port", str(port), os.path.join(REPO, script), *args]
+
+
+def launch(command):
+    """Runs ``command`` (two processes); fails with its output."""
+    proc = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=600, cwd=REPO)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]
     return output
@@ -70,9 +78,15 @@ def simcse_one_process(simcse_flags, tmp_path_factory):
 
 @pytest.mark.parametrize("stage", [2, 3])
 def test_simcse_under_zero_equals_one_process(simcse_flags, simcse_one_process, no_dropout_bert, tmp_path, stage):
+    """ZeRO-2 through torchrun and the Trainer's --deepspeed, ZeRO-3 through accelerate launch and the
+    shipped YAML (which names the JSON): both launch paths the README gives."""
     out = str(tmp_path / "run")
-    args = [*simcse_flags, "--per_device_train_batch_size", "4", "--deepspeed", zero_config(stage)]
-    output = launch("../run_simcse.py", 29711 + stage, *args, "--output_dir", out)
+    args = [*simcse_flags, "--per_device_train_batch_size", "4", "--output_dir", out]
+    if stage == 2:
+        command = torchrun("../run_simcse.py", 29712, *args, "--deepspeed", zero_config(stage))
+    else:
+        command = accelerate_launch(f"deepspeed_zero{stage}.yaml", 29713, "run_simcse.py", *args)
+    output = launch(command)
     assert "8 sentences per step across 2 process(es), 7 in-batch negatives per anchor" in output
     assert f"DeepSpeed ZeRO-{stage}" in output
     one = losses(simcse_one_process)
@@ -102,7 +116,8 @@ def test_adcse_bf16_momentum_master_follows_eq4_and_resumes(no_dropout_bert, tmp
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     for out, extra in ((straight, []), (resumed, ["--resume_from_checkpoint", str(straight / "run" / "checkpoint-2")])):
         out.mkdir()
-        output = launch("adcse_ddp_worker.py", 29716, str(out), *flags, *extra, "--output_dir", str(out / "run"))
+        args = [str(out), *flags, *extra, "--output_dir", str(out / "run")]
+        output = launch(torchrun("adcse_ddp_worker.py", 29716, *args))
         assert "momentum encoder p is torch.bfloat16: Eq. 4 runs on an fp32 master copy" in output
     assert "adversaries and their optimizer state restored" in output
 
@@ -150,7 +165,7 @@ def test_every_other_method_trains_under_zero2(tiny_bert, tmp_path):
     args = ["--model_name_or_path", tiny_bert, "--train_file", WIKI_HEAD, "--max_train_samples", "64"]
     args += ["--max_steps", "2", "--per_device_train_batch_size", "4", "--bf16", "true", "--deepspeed", zero_config(2)]
     args += ["--save_strategy", "steps", "--save_steps", "2", *QUIET]
-    output = launch("deepspeed_smoke_worker.py", 29719, str(tmp_path), *args)
+    output = launch(torchrun("deepspeed_smoke_worker.py", 29719, str(tmp_path), *args))
     for method in ("mixcse", "sarcse", "sgbert", "vadvcse"):
         assert output.count(f"{method}: trained 2 steps across 2 process(es) under ZeRO-2") == 1, method
         assert os.path.isfile(tmp_path / method / "model.safetensors"), method
