@@ -109,20 +109,21 @@ class VAdvCSEArguments:
 
 
 class Float32BatchNorm1d(nn.BatchNorm1d):
-    """``BatchNorm1d`` (affine, with running statistics) computed in float32 and returned in the
-    input's dtype. DeepSpeed's bf16/fp16 casts the weights to 16 bits but leaves the running
-    statistics, buffers, in float32, a mix ``batch_norm`` refuses; the statistics need float32 anyway."""
+    """``BatchNorm1d`` (affine, with running statistics) computed in the running statistics' dtype,
+    at least float32, and returned in the input's dtype. DeepSpeed's bf16/fp16 casts the weights to
+    16 bits but leaves the running statistics, buffers, in float32, a mix ``batch_norm`` refuses."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
             self.num_batches_tracked.add_(1)
+        dtype = torch.promote_types(self.running_mean.dtype, torch.float32)
         with torch.autocast(x.device.type, enabled=False):
             y = F.batch_norm(
-                x.float(),
+                x.to(dtype),
                 self.running_mean,
                 self.running_var,
-                self.weight.float(),
-                self.bias.float(),
+                self.weight.to(dtype),
+                self.bias.to(dtype),
                 self.training,
                 self.momentum,
                 self.eps,
