@@ -310,7 +310,9 @@ class AdCSETrainer(CSETrainer):
                 f"the checkpoint lacks {MOMENTUM_MASTER_NAME}: its p was saved without an fp32 master, so resuming "
                 "in 16 bits would continue from a rounded p; resume with the precision it was saved with"
             )
-        self.momentum_master = saved or {name: t.detach().float().clone() for name, t in p.items()}
+        if saved is None:  # a fresh start: p is still q's (16-bit) copy, as is q's fp32 master
+            saved = {name: t.detach().float().clone() for name, t in p.items()}
+        self.momentum_master = saved
         with torch.no_grad():
             for name, t in p.items():
                 t.copy_(self.momentum_master[name])
