@@ -10,6 +10,8 @@ local rank's gradient, which leaves the gradient divided by the world size.)
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.distributed as dist
 
@@ -38,3 +40,21 @@ def all_gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
     if world_size() == 1:
         return tensor
     return _AllGatherWithGrad.apply(tensor)
+
+
+@contextlib.contextmanager
+def whole_weights_loading():
+    """Within the block, ``from_pretrained`` loads whole weights even under DeepSpeed ZeRO-3, where
+    transformers would partition them as they load (``zero.Init``): the methods build on whole
+    weights (heads re-initialised, frozen or momentum copies taken) before the Trainer's DeepSpeed
+    engine partitions the finished model."""
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    # The Trainer's DeepSpeed configuration, which transformers consults through this weak reference.
+    ref = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        if ref is not None and ref() is not None:
+            hf_deepspeed.set_hf_deepspeed_config(ref())

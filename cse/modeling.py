@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
+from .distributed import whole_weights_loading
 from .export import write_sentence_transformers_files
 from .pooling import NEEDS_HIDDEN_STATES, check_pooler, pool
 
@@ -98,7 +99,8 @@ class CSEModel(nn.Module):
             )
             if pooler_type is None:
                 raise ValueError(f"no pooler given and {model_name_or_path} records none in {CSE_CONFIG_NAME}")
-        backbone = AutoModel.from_pretrained(model_name_or_path, **backbone_kwargs)
+        with whole_weights_loading():
+            backbone = AutoModel.from_pretrained(model_name_or_path, **backbone_kwargs)
         tokenizer = AutoTokenizer.from_pretrained(
             tokenizer_name_or_path or model_name_or_path, cache_dir=backbone_kwargs.get("cache_dir")
         )

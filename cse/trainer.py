@@ -44,13 +44,33 @@ class CSETrainer(Trainer):
                 f"the global batch is {global_batch} sentence(s): in-batch contrastive learning needs at least 2 "
                 "(each sentence's negatives are the other sentences of the batch)"
             )
+        # Gradient accumulation enlarges the optimizer's batch, not the negatives: each micro-batch's
+        # loss only sees the sentences gathered in that micro-batch.
         logger.info(
-            "contrastive batch: %d sentences per step across %d process(es), %d in-batch negatives per anchor; loss %s",
+            "contrastive batch: %d sentences per step across %d process(es), %d in-batch negatives per anchor; "
+            "optimizer batch %d sentences (x %d accumulation steps); %s; loss %s",
             global_batch,
             self.args.world_size,
             global_batch - 1 if getattr(loss, "in_batch_negatives", True) else 0,
+            global_batch * self.args.gradient_accumulation_steps,
+            self.args.gradient_accumulation_steps,
+            f"DeepSpeed ZeRO-{self.zero_stage}" if self.is_deepspeed_enabled else "no DeepSpeed",
             getattr(loss, "get_config_dict", dict)(),
         )
+
+    @property
+    def zero_stage(self) -> int | None:
+        """The DeepSpeed ZeRO stage, or None without DeepSpeed."""
+        return self.accelerator.state.deepspeed_plugin.zero_stage if self.is_deepspeed_enabled else None
+
+    def refuse_sharding(self, method: str, reason: str, zero3: bool = True) -> None:
+        """Stop a method at construction under FSDP (and, with ``zero3``, DeepSpeed ZeRO-3), whose
+        sharded weights ``reason`` explains it cannot use."""
+        if self.is_fsdp_enabled or (zero3 and self.zero_stage == 3):
+            raise ValueError(
+                f"{method} does not support {'FSDP' if self.is_fsdp_enabled else 'DeepSpeed ZeRO-3'}: {reason}. "
+                "Use DDP or DeepSpeed ZeRO-2 (configs/accelerate/)"
+            )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         views = model(**inputs)
@@ -82,9 +102,12 @@ class CSETrainer(Trainer):
         ).numpy()
 
     def senteval(self, suite: SentEvalSuite) -> dict:
-        """Run a SentEval suite on the current model in the main process and hand its report to
-        every process, so that all of them take the same best-checkpoint decision."""
-        report = self.run_suite(suite) if self.is_world_process_zero() else None
+        """Run a SentEval suite on the current model in the main process (in every process under
+        ZeRO-3) and hand the main process's report to every process, so that all of them take the
+        same best-checkpoint decision."""
+        # Under ZeRO-3 every process holds a shard of the weights and must take part in each forward.
+        everywhere = self.zero_stage == 3
+        report = self.run_suite(suite) if everywhere or self.is_world_process_zero() else None
         if self.args.world_size > 1:
             report = broadcast_object_list([report])[0]
         return report

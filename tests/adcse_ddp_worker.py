@@ -1,6 +1,6 @@
 """Run by test_adcse.py under ``torchrun --nproc_per_node 2``: ``run_adcse.py``'s main with the
-given flags, then each rank saves its adversaries, their SGD momentum and encoder p, so that the test
-can check the ranks agree."""
+given flags (also under ``--deepspeed``), then each rank saves its adversaries, their SGD momentum,
+encoder p and p's fp32 master (16-bit DeepSpeed runs), so that the test can check the ranks agree."""
 
 import os
 import sys
@@ -17,6 +17,8 @@ def main(out_dir, argv):
     model = trainer.accelerator.unwrap_model(trainer.model)
     state = {f"momentum_backbone.{k}": v.contiguous() for k, v in model.momentum_backbone.state_dict().items()}
     state.update(trainer.adversary_state())
+    if trainer.momentum_master is not None:
+        state.update({f"momentum_master.{k}": v.contiguous().cpu() for k, v in trainer.momentum_master.items()})
     save_file(state, os.path.join(out_dir, f"rank{trainer.args.process_index}.safetensors"))
 
 

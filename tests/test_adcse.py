@@ -384,10 +384,11 @@ def test_resume_refuses_what_would_not_restore_everything(tiny_bert, tmp_path):
         make_trainer(tiny_bert, tmp_path / "run", **common).train(resume_from_checkpoint=checkpoint)
 
 
-def test_two_processes_equal_one_process_and_stay_identical(no_dropout_bert, tmp_path):
-    """Two processes of 4 sentences and one of 8 see the same global batches (accelerate deals the
-    seeded order out in turn); without dropout they must end with the same adversaries, SGD momentum
-    and p, and the two processes with bit-identical ones."""
+@pytest.mark.parametrize("zero_stage", [None, 2], ids=["ddp", "deepspeed_zero2"])
+def test_two_processes_equal_one_process_and_stay_identical(no_dropout_bert, tmp_path, zero_stage):
+    """Two processes of 4 sentences (DDP, or DeepSpeed ZeRO-2 in fp32) and one of 8 see the same
+    global batches (accelerate deals the seeded order out in turn); without dropout they must end with
+    the same adversaries, SGD momentum and p, and the two processes with bit-identical ones."""
     flags = ["--model_name_or_path", no_dropout_bert, "--train_file", WIKI_HEAD, "--max_steps", "3"]
     flags += ["--learning_rate", "1e-3", "--momentum", "0.5", "--adversary_learning_rate", "1.0"]
     # tau = 1: at 0.05 random adversaries get a gradient ~e^-20 and would agree by not moving
@@ -403,9 +404,13 @@ def test_two_processes_equal_one_process_and_stay_identical(no_dropout_bert, tmp
         "true",
     ]
     env = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    two_flags = ["--per_device_train_batch_size", "4"]
+    if zero_stage is not None:
+        env["DS_ACCELERATOR"] = "cpu"
+        two_flags += ["--deepspeed", os.path.join(REPO, "configs", "accelerate", f"deepspeed_zero{zero_stage}.json")]
     two, one = tmp_path / "two", tmp_path / "one"
     for out, cmd in (
-        (two, torchrun("adcse_ddp_worker.py", 29541, str(two), *flags, "--per_device_train_batch_size", "4")),
+        (two, torchrun("adcse_ddp_worker.py", 29541 if zero_stage is None else 29710, str(two), *flags, *two_flags)),
         (one, [sys.executable, os.path.join(REPO, "tests", "adcse_ddp_worker.py"), str(one), *flags]),
     ):
         out.mkdir()
@@ -414,7 +419,9 @@ def test_two_processes_equal_one_process_and_stay_identical(no_dropout_bert, tmp
             [*cmd, "--output_dir", str(out / "run")], env=env, capture_output=True, text=True, timeout=600, cwd=REPO
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-        assert "8 sentences per step" in proc.stdout + proc.stderr
+        assert "8 sentences per step across %d process(es)" % (2 if out is two else 1) in proc.stdout + proc.stderr
+        if out is two and zero_stage is not None:
+            assert f"DeepSpeed ZeRO-{zero_stage}" in proc.stdout + proc.stderr
     ranks = [load_file(str(two / f"rank{r}.safetensors")) for r in range(2)]
     single = load_file(str(one / "rank0.safetensors"))
     assert set(ranks[0]) == set(ranks[1]) == set(single)

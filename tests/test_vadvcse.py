@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from torch import nn
 from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 import run_vadvcse
@@ -27,6 +28,7 @@ from cse.losses.vadvcse import (
     virtual_adversarial_loss,
 )
 from cse.methods.vadvcse import (
+    Float32BatchNorm1d,
     MLPHeadEncoder,
     VAdvCSEArguments,
     VAdvCSETrainer,
@@ -352,7 +354,7 @@ def test_mlp_head_needs_the_cls_pooler_in_training_only(tiny_bert):
     with pytest.raises(ValueError, match="MLP head follows"):
         MLPHeadEncoder.from_encoder(CSEModel.from_pretrained(tiny_bert, pooler_type="avg"))
     encoder = MLPHeadEncoder.from_encoder(CSEModel.from_pretrained(tiny_bert, pooler_type="cls", mlp_only_train=True))
-    assert [type(m).__name__ for m in encoder.head] == ["Linear", "BatchNorm1d", "ReLU", "Linear"]
+    assert [type(m).__name__ for m in encoder.head] == ["Linear", "Float32BatchNorm1d", "ReLU", "Linear"]
     assert encoder.eval_pooler == "cls_before_pooler"
     assert not any(p.requires_grad for p in encoder.backbone.pooler.parameters())
 
@@ -578,3 +580,24 @@ def test_one_ascent_step_equals_its_closed_form(norm, normalize):
     np.testing.assert_allclose(r.numpy(), r1, rtol=1e-10)
     p, q = softmax(c), softmax(c + r1)
     assert loss.item() == pytest.approx(float(np.mean((p * np.log(p / q)).sum(1))), rel=1e-10)
+
+
+def test_float32_batch_norm_is_batch_norm_and_takes_16_bit_weights():
+    torch.manual_seed(0)
+    ours, reference = Float32BatchNorm1d(8), nn.BatchNorm1d(8)
+    with torch.no_grad():
+        ours.weight.normal_(), ours.bias.normal_()
+    reference.load_state_dict(ours.state_dict())
+    x = torch.randn(5, 8)
+    for training in (True, True, False):
+        ours.train(training), reference.train(training)
+        assert torch.equal(ours(x), reference(x))
+    for name, value in reference.state_dict().items():
+        assert torch.equal(ours.state_dict()[name], value), name
+    # DeepSpeed bf16: 16-bit weights, float32 running statistics; the result is float32 BN, rounded
+    ours.weight.data, ours.bias.data = ours.weight.bfloat16(), ours.bias.bfloat16()
+    reference.weight.data, reference.bias.data = ours.weight.float(), ours.bias.float()
+    ours.train(), reference.train()
+    x = x.bfloat16()
+    assert torch.equal(ours(x), reference(x.float()).bfloat16())
+    torch.testing.assert_close(ours.running_mean, reference.running_mean, rtol=0, atol=0)

@@ -40,6 +40,7 @@ from ..trainer import CSETrainer
 logger = logging.getLogger(__name__)
 
 ADVERSARY_STATE_NAME = "adcse_adversaries.safetensors"
+MOMENTUM_MASTER_NAME = "adcse_momentum_master.safetensors"
 
 
 @dataclass
@@ -177,10 +178,20 @@ class AdCSETrainer(CSETrainer):
     of micro-batches), takes the adversaries' ascent step and then the momentum update of p.
 
     The adversaries live in the loss, outside the model: the Trainer's optimizer, gradient clipping,
-    loss scaling and DDP never see them. Their gradient is unscaled here (fp16), averaged over
-    processes and fed to ``SGD(maximize=True)``, whose weight decay is added to the negated gradient
-    as the released code does. p has no gradient, so it is outside the optimizer too. Every
-    checkpoint holds p (in the model's weights) and the adversaries with their SGD momentum (in
+    loss scaling, DDP and DeepSpeed never see them. Their gradient is unscaled here (fp16: the
+    scale of the step's backward, read at its start, because DeepSpeed updates its scale inside
+    the backward of the step's last micro-batch), averaged over processes and fed to
+    ``SGD(maximize=True)``, whose weight decay is added to the negated gradient as the released code
+    does. p has no gradient, so it is outside the optimizer too.
+
+    Under DeepSpeed with bf16 or fp16, the engine casts the whole model, p included, to 16 bits, where
+    Eq. 4 with m = 0.995 would round most of each update away (bf16 keeps 8 significant bits). p
+    then has an fp32 master copy here, updated from q's fp32 master weights in the optimizer
+    (gathered from the ZeRO-2 partitions, one all-reduce of q per step) and copied into the
+    16-bit p for its forward. ZeRO-3 (p and q partitioned) and FSDP are refused.
+
+    Every checkpoint holds p (in the model's weights; its fp32 master, if any, in
+    ``adcse_momentum_master.safetensors``) and the adversaries with their SGD momentum (in
     ``adcse_adversaries.safetensors``); ``train(resume_from_checkpoint=...)`` restores all of them,
     and refuses a checkpoint of another model layout or number of adversaries.
 
@@ -197,11 +208,13 @@ class AdCSETrainer(CSETrainer):
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            # Sharded weights would break the momentum update, and DeepSpeed's own loss scaling would
-            # reach the adversaries' gradient unseen.
-            raise ValueError("AdCSE does not support DeepSpeed or FSDP yet: use plain (DDP) data parallelism")
+        self.refuse_sharding(
+            "AdCSE", "the momentum update of p (Eq. 4) reads and writes whole weights outside the optimizer"
+        )
         self.loss_fn.to(self.args.device)
+        self.momentum_master: dict[str, torch.Tensor] | None = None
+        self._saved_momentum_master: dict[str, torch.Tensor] | None = None
+        self._resuming = False
         self.adversaries = getattr(self.loss_fn, "adversaries", None)
         self.adversary_optimizer = None
         if self.adversaries is not None:
@@ -227,6 +240,14 @@ class AdCSETrainer(CSETrainer):
     def dual_encoder(self) -> MomentumDualEncoder | None:
         model = self.accelerator.unwrap_model(self.model)
         return model if isinstance(model, MomentumDualEncoder) else None
+
+    def loss_scale(self) -> float:
+        """The factor by which the backward multiplies every gradient (fp16's dynamic loss scale)."""
+        if self.is_deepspeed_enabled:
+            engine = self.model_wrapped
+            return float(engine.optimizer.loss_scale) if engine.fp16_enabled() else 1.0
+        scaler = self.accelerator.scaler
+        return scaler.get_scale() if scaler is not None and scaler.is_enabled() else 1.0
 
     def adversary_step(self, loss_scale: float) -> None:
         grad = self.adversaries.grad
@@ -254,7 +275,8 @@ class AdCSETrainer(CSETrainer):
                 f"{path} is missing: {checkpoint} does not hold the adversaries' state, so resuming would restart "
                 "them from scratch"
             )
-        state = load_file(path, device=str(self.args.device))
+        # read on the CPU: safetensors refuses device names such as DeepSpeed's "cpu:0"
+        state = {name: t.to(self.args.device) for name, t in load_file(path).items()}
         if state["adversaries"].shape != self.adversaries.shape:
             raise ValueError(
                 f"{path} holds {tuple(state['adversaries'].shape)} adversaries, this run "
@@ -266,10 +288,61 @@ class AdCSETrainer(CSETrainer):
             self.adversary_optimizer.state[self.adversaries]["momentum_buffer"] = state["momentum_buffer"]
         logger.info("adversaries and their optimizer state restored from %s", path)
 
+    def prepare_momentum_master(self) -> None:
+        """Once the model is wrapped (and cast, and a checkpoint loaded): give 16-bit p its fp32
+        master, restored from the checkpoint when resuming; with fp32 p, take the checkpoint's master
+        as p (it is p, exactly, where the checkpoint's p was rounded)."""
+        encoder, saved = self.dual_encoder, self._saved_momentum_master
+        self.momentum_master, self._saved_momentum_master = None, None
+        if encoder is None:
+            return
+        p = dict(encoder.momentum_backbone.named_parameters())
+        if saved is not None and saved.keys() != p.keys():
+            raise ValueError(f"{MOMENTUM_MASTER_NAME} does not hold this model's encoder p")
+        if all(t.dtype == torch.float32 for t in p.values()):
+            if saved is not None:
+                with torch.no_grad():
+                    for name, t in p.items():
+                        t.copy_(saved[name])
+            return
+        if saved is None and self._resuming:
+            raise FileNotFoundError(
+                f"the checkpoint lacks {MOMENTUM_MASTER_NAME}: its p was saved without an fp32 master, so resuming "
+                "in 16 bits would continue from a rounded p; resume with the precision it was saved with"
+            )
+        if saved is None:  # a fresh start: p is still q's (16-bit) copy, as is q's fp32 master
+            saved = {name: t.detach().float().clone() for name, t in p.items()}
+        self.momentum_master = saved
+        with torch.no_grad():
+            for name, t in p.items():
+                t.copy_(self.momentum_master[name])
+        logger.info("momentum encoder p is %s: Eq. 4 runs on an fp32 master copy", next(iter(p.values())).dtype)
+
+    @torch.no_grad()
+    def master_momentum_update(self) -> None:
+        """Eq. 4 on p's fp32 master, from q's fp32 weights (the optimizer's master under DeepSpeed)."""
+        encoder = self.dual_encoder
+        m, q = encoder.momentum, dict(encoder.backbone.named_parameters())
+        if self.is_deepspeed_enabled:
+            from deepspeed.utils import safe_get_full_fp32_param
+        for name, p in encoder.momentum_backbone.named_parameters():
+            q_fp32 = safe_get_full_fp32_param(q[name]) if self.is_deepspeed_enabled else None
+            q_fp32 = q[name].float() if q_fp32 is None else q_fp32
+            master = self.momentum_master[name]
+            master.mul_(m).add_(q_fp32.to(master.device), alpha=1.0 - m)
+            p.copy_(master)
+
     def train(self, resume_from_checkpoint=None, **kwargs):
         resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
+        self._resuming = bool(resume_from_checkpoint)
         if resume_from_checkpoint and self.adversaries is not None:
             self.load_adversary_state(resume_from_checkpoint)
+        master = os.path.join(resume_from_checkpoint or "", MOMENTUM_MASTER_NAME)
+        if resume_from_checkpoint and self.dual_encoder is not None and os.path.isfile(master):
+            prefix = "momentum_backbone."
+            self._saved_momentum_master = {
+                name.removeprefix(prefix): t.to(self.args.device) for name, t in load_file(master).items()
+            }
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
@@ -280,6 +353,9 @@ class AdCSETrainer(CSETrainer):
         output_dir = output_dir or self.args.output_dir
         if self.adversaries is not None and self.args.should_save:
             save_file(self.adversary_state(), os.path.join(output_dir, ADVERSARY_STATE_NAME))
+        if self.momentum_master is not None and self.args.should_save:
+            master = {f"momentum_backbone.{name}": t.contiguous().cpu() for name, t in self.momentum_master.items()}
+            save_file(master, os.path.join(output_dir, MOMENTUM_MASTER_NAME))
 
 
 class _AdCSEUpdates(TrainerCallback):
@@ -289,10 +365,13 @@ class _AdCSEUpdates(TrainerCallback):
         self.trainer = trainer
         self.loss_scale = 1.0
 
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        # Read before the optimizer step: the fp16 scaler updates its scale inside it.
-        scaler = self.trainer.accelerator.scaler
-        self.loss_scale = scaler.get_scale() if scaler is not None and scaler.is_enabled() else 1.0
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.trainer.prepare_momentum_master()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        # Read before the step's backwards: the fp16 scale changes only at the optimizer step, which
+        # DeepSpeed takes inside the last micro-batch's backward.
+        self.loss_scale = self.trainer.loss_scale()
 
     def on_optimizer_step(self, args, state, control, **kwargs):
         trainer = self.trainer
@@ -303,5 +382,7 @@ class _AdCSEUpdates(TrainerCallback):
             return
         if trainer.adversaries is not None:
             trainer.adversary_step(self.loss_scale)
-        if trainer.dual_encoder is not None:
+        if trainer.momentum_master is not None:
+            trainer.master_momentum_update()
+        elif trainer.dual_encoder is not None:
             trainer.dual_encoder.momentum_update()

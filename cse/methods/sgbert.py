@@ -267,9 +267,8 @@ class SGTrainer(CSETrainer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            # L_reg reads every parameter of BERT_T and BERT_F in full, which sharding hides.
-            raise ValueError("SG-BERT does not support DeepSpeed or FSDP: use plain (DDP) data parallelism")
+        # ZeRO-2 keeps whole weights on every process (it shards the optimizer state and gradients).
+        self.refuse_sharding("SG-BERT", "L_reg reads every weight of BERT_T and BERT_F whole, outside their forwards")
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         outputs = model(**inputs)

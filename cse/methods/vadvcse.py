@@ -29,6 +29,7 @@ import logging
 from dataclasses import dataclass, field, fields
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..distributed import all_gather_with_grad
@@ -107,10 +108,33 @@ class VAdvCSEArguments:
         return {name: getattr(self, name) for name in SEARCH_OPTIONS}
 
 
+class Float32BatchNorm1d(nn.BatchNorm1d):
+    """``BatchNorm1d`` (affine, with running statistics) computed in the running statistics' dtype,
+    at least float32, and returned in the input's dtype. DeepSpeed's bf16/fp16 casts the weights to
+    16 bits but leaves the running statistics, buffers, in float32, a mix ``batch_norm`` refuses."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.num_batches_tracked.add_(1)
+        dtype = torch.promote_types(self.running_mean.dtype, torch.float32)
+        with torch.autocast(x.device.type, enabled=False):
+            y = F.batch_norm(
+                x.to(dtype),
+                self.running_mean,
+                self.running_var,
+                self.weight.to(dtype),
+                self.bias.to(dtype),
+                self.training,
+                self.momentum,
+                self.eps,
+            )
+        return y.to(x.dtype)
+
+
 def mlp_head(hidden_size: int, batch_norm: bool = True) -> nn.Sequential:
     """linear -> BN -> ReLU -> linear (SimCLR's two-layer projection head, Chen et al., 2020), or the
     same without BN."""
-    norm = [nn.BatchNorm1d(hidden_size)] if batch_norm else []
+    norm = [Float32BatchNorm1d(hidden_size)] if batch_norm else []
     return nn.Sequential(nn.Linear(hidden_size, hidden_size), *norm, nn.ReLU(), nn.Linear(hidden_size, hidden_size))
 
 
@@ -252,9 +276,8 @@ class VAdvCSETrainer(CSETrainer):
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
-            # The perturbed forwards run the unwrapped model, whose weights these shard.
-            raise ValueError("V-advCSE does not support DeepSpeed or FSDP: use plain (DDP) data parallelism")
+        # ZeRO-3 gathers weights in hooks on every submodule, so the unwrapped model's forwards work too.
+        self.refuse_sharding("V-advCSE", "the perturbed forwards run the unwrapped model, outside FSDP", zero3=False)
         if vadv_lambda < 0:
             raise ValueError(f"vadv_lambda must not be negative, got {vadv_lambda}")
         if (vadv_loss is None) != (vadv_lambda == 0):
