@@ -13,20 +13,23 @@ from transformers import TrainerCallback
 CLEAR_REFS = "/proc/self/clear_refs"
 
 
-def reset_peak_memory() -> None:
+def reset_peak_memory(device: torch.device) -> None:
     """Start a new peak: CUDA's allocator statistics, or on the CPU the process's peak resident set
     (Linux resets VmHWM when "5" is written to ``clear_refs``)."""
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     else:
-        with open(CLEAR_REFS, "w") as f:
-            f.write("5")
+        try:
+            with open(CLEAR_REFS, "w") as f:
+                f.write("5")
+        except OSError as error:
+            raise RuntimeError(f"cannot reset the peak resident set through {CLEAR_REFS} (Linux only): {error}")
 
 
-def peak_memory() -> tuple[int, str]:
+def peak_memory(device: torch.device) -> tuple[int, str]:
     """The peak since :func:`reset_peak_memory`, in bytes, and what was measured."""
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated(), "cuda_max_memory_allocated"
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device), "cuda_max_memory_allocated"
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("VmHWM:"):
@@ -34,9 +37,9 @@ def peak_memory() -> tuple[int, str]:
     raise RuntimeError("/proc/self/status has no VmHWM line: the peak resident set cannot be read here")
 
 
-def synchronize() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 class StepTimer(TrainerCallback):
@@ -72,14 +75,14 @@ class StepTimer(TrainerCallback):
             self._counter.__exit__(None, None, None)
             self.flops_per_step = self._counter.get_total_flops()
             self._counter = None
-        synchronize()
+        synchronize(args.device)
         self.step_ends.append(time.perf_counter())
         times = os.times()
         self.cpu_ends.append(times.user + times.system)
         if state.global_step == self.warmup_steps:
-            reset_peak_memory()
+            reset_peak_memory(args.device)
         elif state.global_step == self.warmup_steps + self.steps:
-            self.peak_memory = peak_memory()
+            self.peak_memory = peak_memory(args.device)
             control.should_training_stop = True
 
     def step_times(self, cpu: bool = False) -> list[float]:
