@@ -276,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{args.profile}] {name} ...", flush=True)
             result = run_method(name, args, profile, models[family], workdir)
             result["shapes"] = shapes(METHODS[name], args.extra)
+            # Other jobs on the machine while this method ran (a shared CPU makes every figure slower).
+            result["load_average_1_min_after"] = os.getloadavg()[0]
             if "error" not in result:
                 result.update(summarise(name, result, result["shapes"]["batch_size"], peak and peak["flops_per_s"]))
                 print(f"[{args.profile}] {name}: {result['step_time_s']['median'] * 1e3:.1f} ms/step", flush=True)
