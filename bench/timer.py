@@ -49,9 +49,9 @@ class StepTimer(TrainerCallback):
     and collating the batch, forward, backward, clipping, the optimizer, the method's own updates
     and the Trainer's bookkeeping. The process's CPU time (user + system, all threads) is taken at
     the same points: on a CPU shared with other jobs it is less disturbed than wall-clock time.
-    The last warm-up step runs under ``FlopCounterMode`` (when
-    ``count_flops``), so counting costs no timed step; peak memory is reset after it. The callback
-    stops training once the timed steps are done.
+    The last warm-up step runs under ``FlopCounterMode`` (when ``count_flops``), so counting costs
+    no timed step; peak memory is reset after it. The callback stops training once the timed steps
+    are done.
     """
 
     def __init__(self, warmup_steps: int, steps: int, count_flops: bool = True):

@@ -49,9 +49,10 @@ def time_evaluation(trainer, suites: list[str], repeats: int, senteval_data_dir:
 def run(spec: dict) -> dict:
     timer = StepTimer(spec["warmup_steps"], spec["steps"], count_flops=spec["count_flops"])
     trainer = importlib.import_module(spec["script"]).main(spec["argv"], callbacks=[timer])
+    step_times = timer.step_times()  # first: it says so if training stopped short
     peak_bytes, peak_kind = timer.peak_memory
     result = {
-        "step_times_s": timer.step_times(),
+        "step_times_s": step_times,
         "step_cpu_times_s": timer.step_times(cpu=True),
         "flops_per_step": timer.flops_per_step,
         "peak_memory_bytes": peak_bytes,
