@@ -89,7 +89,7 @@ PROFILES = {
         "cpu", 6, 384, 12, 1536, warmup_steps=2, steps=10, eval_repeats=1, methods=tuple(METHODS), bf16=False
     ),
     "gpu-base": Profile(
-        "cuda", 12, 768, 12, 3072, warmup_steps=20, steps=50, eval_repeats=3, methods=tuple(METHODS), bf16=True
+        "cuda", 12, 768, 12, 3072, warmup_steps=20, steps=50, eval_repeats=2, methods=tuple(METHODS), bf16=True
     ),
     "gpu-large": Profile(
         "cuda", 24, 1024, 16, 4096, warmup_steps=10, steps=30, eval_repeats=1, methods=("simcse",), bf16=True

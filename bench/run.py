@@ -239,9 +239,32 @@ def main(argv: list[str] | None = None) -> int:
     if peak:
         print(f"measured bf16 matmul peak: {peak['flops_per_s'] / 1e12:.0f} TFLOP/s", flush=True)
 
+    settings = {
+        "methods": args.methods,
+        "steps": args.steps,
+        "warmup_steps": args.warmup_steps,
+        "eval_repeats": args.eval_repeats,
+        "eval_suites": args.eval_suites,
+        "bf16": args.bf16,
+        "tf32": args.tf32,
+        "torch_compile": args.torch_compile,
+        "fixed_shapes": args.fixed_shapes,
+        "extra": args.extra,
+        "threads": args.threads or os.environ.get("OMP_NUM_THREADS"),
+        "train_file": args.train_file,
+    }
+    results = {}
+    report = {
+        "command": shlex.join(command),
+        "profile": {"name": args.profile, "device": profile.device, **profile.backbone_config()},
+        "settings": settings,
+        "hardware": hardware,
+        "bf16_matmul_peak": peak,
+        "methods": results,
+    }
     workdir = args.workdir or tempfile.mkdtemp(prefix="cse-bench-")
     os.makedirs(workdir, exist_ok=True)
-    results, models = {}, {}
+    models = {}
     try:
         for name in args.methods:
             family = METHODS[name].backbone
@@ -253,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{args.profile}] {name} ...", flush=True)
             result = run_method(name, args, profile, models[family], workdir)
             result["shapes"] = shapes(METHODS[name], args.extra)
+            # Other jobs on the machine while this method ran (a shared CPU makes every figure slower).
+            result["load_average_1_min_after"] = os.getloadavg()[0]
             if "error" not in result:
                 result.update(summarise(name, result, result["shapes"]["batch_size"], peak and peak["flops_per_s"]))
                 print(f"[{args.profile}] {name}: {result['step_time_s']['median'] * 1e3:.1f} ms/step", flush=True)
@@ -261,37 +286,20 @@ def main(argv: list[str] | None = None) -> int:
                     f"[{args.profile}] {name} FAILED: {result['error']}\n" + "\n".join(result["log_tail"]), flush=True
                 )
             results[name] = result
+            add_baseline_ratios(results)
+            hardware["load_average_at_end"] = list(os.getloadavg())
+            if args.output_json:  # after every method, so that an interrupted run keeps what it measured
+                write_json(report, args.output_json)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-    add_baseline_ratios(results)
-    hardware["load_average_at_end"] = list(os.getloadavg())
-
-    report = {
-        "command": shlex.join(command),
-        "profile": {"name": args.profile, "device": profile.device, **profile.backbone_config()},
-        "settings": {
-            "methods": args.methods,
-            "steps": args.steps,
-            "warmup_steps": args.warmup_steps,
-            "eval_repeats": args.eval_repeats,
-            "eval_suites": args.eval_suites,
-            "bf16": args.bf16,
-            "tf32": args.tf32,
-            "torch_compile": args.torch_compile,
-            "fixed_shapes": args.fixed_shapes,
-            "extra": args.extra,
-            "threads": args.threads or os.environ.get("OMP_NUM_THREADS"),
-            "train_file": args.train_file,
-        },
-        "hardware": hardware,
-        "bf16_matmul_peak": peak,
-        "methods": results,
-    }
     print(table(results))
     if args.output_json:
-        with open(args.output_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
         print(f"results written to {args.output_json}")
     return 1 if any("error" in r for r in results.values()) else 0
+
+
+def write_json(report: dict, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")

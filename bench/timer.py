@@ -3,7 +3,6 @@ model FLOPs of one step and records peak memory over the timed steps."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import torch
@@ -13,20 +12,23 @@ from transformers import TrainerCallback
 CLEAR_REFS = "/proc/self/clear_refs"
 
 
-def reset_peak_memory() -> None:
+def reset_peak_memory(device: torch.device) -> None:
     """Start a new peak: CUDA's allocator statistics, or on the CPU the process's peak resident set
     (Linux resets VmHWM when "5" is written to ``clear_refs``)."""
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     else:
-        with open(CLEAR_REFS, "w") as f:
-            f.write("5")
+        try:
+            with open(CLEAR_REFS, "w") as f:
+                f.write("5")
+        except OSError as error:
+            raise RuntimeError(f"cannot reset the peak resident set through {CLEAR_REFS} (Linux only): {error}")
 
 
-def peak_memory() -> tuple[int, str]:
+def peak_memory(device: torch.device) -> tuple[int, str]:
     """The peak since :func:`reset_peak_memory`, in bytes, and what was measured."""
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated(), "cuda_max_memory_allocated"
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device), "cuda_max_memory_allocated"
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("VmHWM:"):
@@ -34,9 +36,9 @@ def peak_memory() -> tuple[int, str]:
     raise RuntimeError("/proc/self/status has no VmHWM line: the peak resident set cannot be read here")
 
 
-def synchronize() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 class StepTimer(TrainerCallback):
@@ -47,9 +49,9 @@ class StepTimer(TrainerCallback):
     and collating the batch, forward, backward, clipping, the optimizer, the method's own updates
     and the Trainer's bookkeeping. The process's CPU time (user + system, all threads) is taken at
     the same points: on a CPU shared with other jobs it is less disturbed than wall-clock time.
-    The last warm-up step runs under ``FlopCounterMode`` (when
-    ``count_flops``), so counting costs no timed step; peak memory is reset after it. The callback
-    stops training once the timed steps are done.
+    The last warm-up step runs under ``FlopCounterMode`` (when ``count_flops``), so counting costs
+    no timed step; peak memory is reset after it. The callback stops training once the timed steps
+    are done.
     """
 
     def __init__(self, warmup_steps: int, steps: int, count_flops: bool = True):
@@ -72,14 +74,13 @@ class StepTimer(TrainerCallback):
             self._counter.__exit__(None, None, None)
             self.flops_per_step = self._counter.get_total_flops()
             self._counter = None
-        synchronize()
+        synchronize(args.device)
         self.step_ends.append(time.perf_counter())
-        times = os.times()
-        self.cpu_ends.append(times.user + times.system)
+        self.cpu_ends.append(time.process_time())
         if state.global_step == self.warmup_steps:
-            reset_peak_memory()
+            reset_peak_memory(args.device)
         elif state.global_step == self.warmup_steps + self.steps:
-            self.peak_memory = peak_memory()
+            self.peak_memory = peak_memory(args.device)
             control.should_training_stop = True
 
     def step_times(self, cpu: bool = False) -> list[float]:

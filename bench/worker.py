@@ -26,21 +26,21 @@ EVAL_SUITES = {
 
 
 def time_evaluation(trainer, suites: list[str], repeats: int, senteval_data_dir: str | None) -> dict:
-    """Median seconds of ``trainer.evaluate`` on each suite over ``repeats`` runs, after one warm-up
-    run of STS-B dev (the first encoding pass pays for allocator growth and kernel selection)."""
+    """Median seconds of ``trainer.evaluate`` on each suite over ``repeats`` runs, after a warm-up
+    encoding of a few batches (the first pass pays for allocator growth and kernel selection)."""
     loaded = {
         name: SentEvalSuite("sts", EVAL_SUITES[name][0], senteval_data_dir, tasks=EVAL_SUITES[name][1])
         for name in suites
     }
-    trainer.evaluate(SentEvalSuite("sts", "dev", senteval_data_dir, tasks=("STSBenchmark",)))
+    trainer.encode(next(iter(loaded.values())).sentences[: 4 * trainer.args.per_device_eval_batch_size])
     timings = {}
     for name, suite in loaded.items():
         seconds = []
         for _ in range(repeats):
-            synchronize()
+            synchronize(trainer.args.device)
             start = time.perf_counter()
             trainer.evaluate(suite)
-            synchronize()
+            synchronize(trainer.args.device)
             seconds.append(time.perf_counter() - start)
         timings[name] = {"sentences": len(suite), "seconds": seconds, "median_s": statistics.median(seconds)}
     return timings
@@ -49,9 +49,10 @@ def time_evaluation(trainer, suites: list[str], repeats: int, senteval_data_dir:
 def run(spec: dict) -> dict:
     timer = StepTimer(spec["warmup_steps"], spec["steps"], count_flops=spec["count_flops"])
     trainer = importlib.import_module(spec["script"]).main(spec["argv"], callbacks=[timer])
+    step_times = timer.step_times()  # first: it says so if training stopped short
     peak_bytes, peak_kind = timer.peak_memory
     result = {
-        "step_times_s": timer.step_times(),
+        "step_times_s": step_times,
         "step_cpu_times_s": timer.step_times(cpu=True),
         "flops_per_step": timer.flops_per_step,
         "peak_memory_bytes": peak_bytes,
