@@ -9,6 +9,7 @@ not ask for).
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 
@@ -53,11 +54,28 @@ class Method:
 
     def shapes(self) -> dict:
         config = read_config_file(os.path.join(REPO, self.config))
-        return {"batch_size": config["per_device_train_batch_size"], "max_seq_length": config["max_seq_length"]}
+        paper = {"batch_size": config["per_device_train_batch_size"], "max_seq_length": config["max_seq_length"]}
+        return {**paper, **shape_overrides(list(self.args))}
+
+
+def shape_overrides(argv: list[str]) -> dict:
+    """The batch size and max length that command-line flags set, if any."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--per_device_train_batch_size", dest="batch_size", type=int)
+    parser.add_argument("--max_seq_length", type=int)
+    overrides, _ = parser.parse_known_args(argv)
+    return {k: v for k, v in vars(overrides).items() if v is not None}
 
 
 METHODS = {
     "simcse": Method("run_simcse", "configs/simcse_bert_base.yaml", "bert"),
+    # The baseline at SG-BERT's shapes: overheads are measured against SimCSE on the same shapes.
+    "simcse-16x128": Method(
+        "run_simcse",
+        "configs/simcse_bert_base.yaml",
+        "bert",
+        ("--per_device_train_batch_size", "16", "--max_seq_length", "128"),
+    ),
     "adcse": Method("run_adcse", "configs/adcse_bert_base.yaml", "bert"),
     "mixcse": Method("run_mixcse", "configs/mixcse_bert_base.yaml", "bert"),
     # Early stopping needs evaluations, which the timed loop leaves out.

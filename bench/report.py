@@ -49,14 +49,20 @@ def summarise(method: str, raw: dict, batch_size: int, peak_flops_per_s: float |
 
 
 def add_baseline_ratios(results: dict) -> None:
-    """Step time and counted FLOPs of each method over SimCSE's, with the issue's target where it
-    sets one (nothing is added when SimCSE was not run or failed)."""
-    base = results.get(BASELINE, {})
-    if "step_time_s" not in base:
-        return
+    """Step time and counted FLOPs of each method over SimCSE's on the same shapes (batch x max
+    length), with the issue's target where it sets one. ``baseline`` names the SimCSE run used;
+    nothing is added for a method whose shapes no successful SimCSE run shares."""
+    baselines = {
+        _shape_key(result): name
+        for name, result in results.items()
+        if name.startswith(BASELINE) and "step_time_s" in result
+    }
     for method, result in results.items():
-        if "step_time_s" not in result:
+        name = baselines.get(_shape_key(result))
+        if "step_time_s" not in result or name is None:
             continue
+        base = results[name]
+        result["baseline"] = name
         result["step_time_vs_simcse"] = result["step_time_s"]["median"] / base["step_time_s"]["median"]
         result["cpu_time_vs_simcse"] = result["step_cpu_time_s"] / base["step_cpu_time_s"]
         if result.get("flops_per_step") and base.get("flops_per_step"):
@@ -64,6 +70,11 @@ def add_baseline_ratios(results: dict) -> None:
         if method in OVERHEAD_TARGETS:
             result["target_vs_simcse"] = OVERHEAD_TARGETS[method]
             result["meets_target"] = result["step_time_vs_simcse"] <= OVERHEAD_TARGETS[method]
+
+
+def _shape_key(result: dict) -> tuple | None:
+    shapes = result.get("shapes")
+    return None if shapes is None else (shapes["batch_size"], shapes["max_seq_length"])
 
 
 def _fmt(value, spec: str, missing: str = "-") -> str:

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 from .hardware import describe, measure_bf16_matmul_peak
-from .profiles import METHODS, PROFILES, REPO, Method, Profile
+from .profiles import METHODS, PROFILES, REPO, Method, Profile, shape_overrides
 from .report import add_baseline_ratios, summarise, table
 from .worker import EVAL_SUITES
 
@@ -69,7 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--fixed_shapes",
         action="store_true",
-        help="every training batch exactly batch x max_seq_length (static shapes, for torch.compile / CUDA graphs)",
+        help="the run scripts' --pad_to_max_length: every batch exactly batch x max_seq_length (static shapes, for "
+        "torch.compile's CUDA graphs)",
     )
     parser.add_argument("--no_flops", action="store_true", help="do not count FLOPs (nor MFU)")
     parser.add_argument("--train_file", default=default_train_file(), help="default $CSE_DATA_DIR/wiki1m_head.txt")
@@ -99,20 +100,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def write_long_lines(train_file: str, min_words: int, path: str) -> str:
-    """The corpus with consecutive lines joined until each has ``min_words`` words or more: every
-    tokenised line is then longer than ``max_seq_length`` and cut to it, so every batch has the same
-    shape while the text stays real."""
-    with open(train_file, encoding="utf-8", errors="replace") as src, open(path, "w", encoding="utf-8") as dst:
-        words: list[str] = []
-        for line in src:
-            words += line.split()
-            if len(words) >= min_words:
-                dst.write(" ".join(words) + "\n")
-                words = []
-    return path
-
-
 def save_random_backbone(family: str, profile: Profile, tokenizer_name: str, directory: str) -> str:
     """A randomly initialised BERT or RoBERTa of the profile's shape, saved with the real tokenizer:
     timing a step needs the shapes, not the pretrained weights."""
@@ -139,22 +126,15 @@ def save_random_backbone(family: str, profile: Profile, tokenizer_name: str, dir
 
 
 def shapes(method: Method, extra: str) -> dict:
-    """The batch size and max length a method runs at: its paper configuration's, unless ``--extra``
-    overrides them."""
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--per_device_train_batch_size", dest="batch_size", type=int)
-    parser.add_argument("--max_seq_length", type=int)
-    overrides, _ = parser.parse_known_args(shlex.split(extra))
-    return {**method.shapes(), **{k: v for k, v in vars(overrides).items() if v is not None}}
+    """The batch size and max length a method runs at: its paper configuration's and variant flags',
+    unless ``--extra`` overrides them."""
+    return {**method.shapes(), **shape_overrides(shlex.split(extra))}
 
 
 def method_argv(method: Method, args: argparse.Namespace, profile: Profile, model_dir: str, run_dir: str) -> list[str]:
     """The method's paper configuration with a random backbone, and nothing but training steps."""
     total_steps = args.warmup_steps + args.steps
     train_file = args.train_file
-    if args.fixed_shapes:  # a word is at least one token
-        max_length = shapes(method, args.extra)["max_seq_length"]
-        train_file = write_long_lines(train_file, max_length, os.path.join(run_dir, "long_lines.txt"))
     argv = [
         os.path.join(REPO, method.config),
         *method.args,
@@ -180,6 +160,8 @@ def method_argv(method: Method, args: argparse.Namespace, profile: Profile, mode
         argv += ["--tf32", "true"]
     if args.torch_compile:
         argv += ["--torch_compile", "true"]
+    if args.fixed_shapes:
+        argv += ["--pad_to_max_length", "true"]
     if args.senteval_data_dir:
         argv += ["--senteval_data_dir", args.senteval_data_dir]
     return argv + shlex.split(args.extra)

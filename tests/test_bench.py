@@ -78,6 +78,7 @@ def test_bench_runs_end_to_end_on_cpu_tiny(tmp_path, monkeypatch):
             "--train_file", WIKI_HEAD,
             "--bert_tokenizer", os.path.join(TOKENIZERS, "bert-base-uncased"),
             "--threads", "1",
+            "--fixed_shapes",
             "--output_json", str(out),
         ]
     )  # fmt: skip
@@ -88,6 +89,7 @@ def test_bench_runs_end_to_end_on_cpu_tiny(tmp_path, monkeypatch):
     assert report["hardware"]["versions"]["torch"] == torch.__version__
     simcse = report["methods"]["simcse"]
     assert simcse["shapes"] == {"batch_size": 8, "max_seq_length": 32}
+    assert simcse["argv"][simcse["argv"].index("--pad_to_max_length") + 1] == "true"
     assert len(simcse["step_times_s"]) == 2
     assert simcse["step_time_s"]["p10"] <= simcse["step_time_s"]["median"] <= simcse["step_time_s"]["p90"]
     assert simcse["sentences_per_s"] == pytest.approx(8 / simcse["step_time_s"]["median"])
@@ -98,19 +100,3 @@ def test_bench_runs_end_to_end_on_cpu_tiny(tmp_path, monkeypatch):
     assert simcse["eval"]["dev_suite"]["sentences"] == 3833
     dev = simcse["eval"]["dev_suite"]["median_s"]
     assert simcse["projected_full_run_s"] == pytest.approx(15_625 * simcse["step_time_s"]["median"] + 125 * dev)
-
-
-def test_fixed_shapes_corpus_fills_every_row_to_max_length(tmp_path):
-    from transformers import AutoTokenizer
-
-    from bench.run import write_long_lines
-
-    path = write_long_lines(WIKI_HEAD, 32, str(tmp_path / "long.txt"))
-    with open(path, encoding="utf-8") as f:
-        lines = [next(f) for _ in range(200)]
-    tokenizer = AutoTokenizer.from_pretrained(os.path.join(TOKENIZERS, "bert-base-uncased"))
-    lengths = {len(ids) for ids in tokenizer(lines, truncation=True, max_length=32)["input_ids"]}
-    assert lengths == {32}
-    with open(WIKI_HEAD, encoding="utf-8") as f:  # the text is the corpus', joined in order
-        head = " ".join(" ".join(next(f).split()) for _ in range(5))
-    assert lines[0].split()[:20] == head.split()[:20]
