@@ -7,7 +7,11 @@ batches."""
 
 import collections
 import importlib
+import importlib.util
 import math
+import os
+import subprocess
+import sys
 import traceback
 
 import pytest
@@ -28,7 +32,12 @@ from cse.methods.sgbert import SelfGuidedEncoder
 from cse.modeling import CSEModel, prepared_attention_mask
 from cse.trainer import CSETrainer
 
-from .conftest import SENTEVAL, WIKI_HEAD, tiny_model_dir
+from .conftest import REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir
+
+SPEED_CHECK = os.path.join(REPO, "scripts", "speed_check.py")
+_spec = importlib.util.spec_from_file_location("speed_check", SPEED_CHECK)
+speed_check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(speed_check)
 
 aten = torch.ops.aten
 CONTENT_TOKENS = SARCSEModel.content_tokens
@@ -135,15 +144,8 @@ def backbones(tmp_path_factory):
 
 
 def train(method, backbones, out, monkeypatch, *flags, callbacks=(), max_steps=3):
-    """Train ``method`` on the tiny backbone; the loss of every step."""
+    """Train ``method`` on the tiny backbone with ``callbacks``; its output directory."""
     script, family, method_flags, _ = METHODS[method]
-    losses, step = [], CSETrainer.training_step
-
-    def recording_step(self, *args, **kwargs):
-        loss = step(self, *args, **kwargs)
-        losses.append(loss)
-        return loss
-
     train_method = CSETrainer.train
 
     def train_with_callbacks(self, *args, **kwargs):
@@ -151,33 +153,53 @@ def train(method, backbones, out, monkeypatch, *flags, callbacks=(), max_steps=3
             self.add_callback(callback)
         return train_method(self, *args, **kwargs)
 
-    monkeypatch.setattr(CSETrainer, "training_step", recording_step)
     monkeypatch.setattr(CSETrainer, "train", train_with_callbacks)
     argv = [
         "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
         "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * max_steps), "--max_seq_length", "24",
         "--per_device_train_batch_size", "8", "--max_steps", str(max_steps), "--learning_rate", "3e-4",
         "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
-        "--final_eval", "none", "--logging_steps", str(max_steps), "--use_cpu", "true", "--report_to", "none",
+        "--final_eval", "none", "--logging_steps", str(max_steps), "--report_to", "none",
         "--disable_tqdm", "true", "--seed", "7", *method_flags, *flags,
     ]  # fmt: skip
     importlib.import_module(script).main(argv)
-    monkeypatch.setattr(CSETrainer, "training_step", step)
     monkeypatch.setattr(CSETrainer, "train", train_method)
-    return torch.stack(losses).double()
+    return str(out)
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_no_host_sync_in_the_training_step(method, backbones, tmp_path, monkeypatch):
     check = CheckEveryStep(monkeypatch)
-    train(method, backbones, tmp_path / "run", monkeypatch, callbacks=[check])
+    train(method, backbones, tmp_path / "run", monkeypatch, "--use_cpu", "true", callbacks=[check])
     assert not check.detector.found, "\n".join(check.detector.found)
     if method == "simcse":
         # The watch covers the Trainer's own loop: its NaN filter reads the loss every step.
         check = CheckEveryStep(monkeypatch)
-        flags = ("--logging_nan_inf_filter", "true")
+        flags = ("--use_cpu", "true", "--logging_nan_inf_filter", "true")
         train(method, backbones, tmp_path / "filter", monkeypatch, *flags, callbacks=[check], max_steps=2)
         assert any("_run_epoch" in where for where in check.detector.found)
+
+
+class CudaSyncErrors(TrainerCallback):
+    """CUDA's own account: inside the step every synchronising call raises."""
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        torch.cuda.set_sync_debug_mode("error")
+
+    def on_step_end(self, args, state, control, optimizer=None, **kwargs):
+        torch.cuda.set_sync_debug_mode("default")
+        self.fused = getattr(optimizer, "optimizer", optimizer).defaults.get("fused")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.parametrize("method", METHODS)
+def test_no_host_sync_on_cuda_under_bf16_with_fused_adamw(method, backbones, tmp_path, monkeypatch):
+    check = CudaSyncErrors()
+    try:
+        train(method, backbones, tmp_path / "run", monkeypatch, "--bf16", "true", callbacks=[check])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert check.fused is True  # the Trainer's adamw_torch_fused
 
 
 # The reference implementations the speed options replaced: what each computed, written plainly.
@@ -221,18 +243,31 @@ BF16_RELATIVE, BF16_BIAS = 0.02, 0.002
 @pytest.mark.parametrize("method", METHODS)
 def test_loss_curves_are_unchanged_by_the_speed_options(method, backbones, tmp_path, monkeypatch):
     steps = METHODS[method][3]
-    fast = train(method, backbones, tmp_path / "fast", monkeypatch, max_steps=steps)
-    bf16 = train(method, backbones, tmp_path / "bf16", monkeypatch, "--bf16", "true", max_steps=steps)
+    common = ("--use_cpu", "true", "--logging_steps", "1")  # every step's loss in trainer_state.json
+    fast = train(method, backbones, tmp_path / "fast", monkeypatch, *common, max_steps=steps)
+    bf16 = train(method, backbones, tmp_path / "bf16", monkeypatch, *common, "--bf16", "true", max_steps=steps)
     with monkeypatch.context() as patch:
         reference_implementations(patch)
-        flags = ("--attn_implementation", "eager")
+        flags = (*common, "--attn_implementation", "eager")
         reference = train(method, backbones, tmp_path / "reference", monkeypatch, *flags, max_steps=steps)
-    assert len(reference) == len(fast) == len(bf16) == steps
-    assert torch.isfinite(reference).all() and reference[-5:].mean() < reference[:5].mean()  # it trains
+    curves = {}
+    for name, out in (("fast", fast), ("bf16", bf16), ("reference", reference)):
+        curve = speed_check.loss_curve(out)
+        assert sorted(curve) == list(range(1, steps + 1)), name
+        curves[name] = torch.tensor([curve[step] for step in sorted(curve)], dtype=torch.float64)
+    assert torch.isfinite(curves["reference"]).all()
+    assert curves["reference"][-5:].mean() < curves["reference"][:5].mean()  # it trains
     # float32 rounding: the multi-tensor norm of SG-BERT's L_reg rounds otherwise than a sum of squares
-    torch.testing.assert_close(fast, reference, rtol=1e-5, atol=0)
-    assert ((bf16 - fast).abs() <= BF16_RELATIVE * fast.abs()).all(), (bf16 - fast).abs().max()
-    assert abs((bf16 - fast).mean()) <= BF16_BIAS * fast.abs().mean()
+    torch.testing.assert_close(curves["fast"], curves["reference"], rtol=1e-5, atol=0)
+    error = curves["bf16"] - curves["fast"]
+    assert (error.abs() <= BF16_RELATIVE * curves["fast"].abs()).all(), error.abs().max()
+    assert abs(error.mean()) <= BF16_BIAS * curves["fast"].abs().mean()
+    if method == "simcse":  # the same checks from the command line
+        check = [sys.executable, SPEED_CHECK, fast, bf16, "--max_relative", str(BF16_RELATIVE)]
+        proc = subprocess.run(check, capture_output=True, text=True, check=True)
+        assert proc.stdout.startswith(f"{steps} steps: max |difference|")
+        check = [sys.executable, SPEED_CHECK, fast, bf16, "--max_relative", "1e-6"]
+        assert subprocess.run(check, capture_output=True, text=True).returncode == 1
 
 
 def test_losses_compute_in_float32_under_bf16_autocast():
