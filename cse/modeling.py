@@ -172,10 +172,11 @@ class CSEModel(nn.Module):
         return self._pooled(pooler_type or self.eval_pooler, input_ids, attention_mask, token_type_ids)
 
     def length_sorted_batches(self, sentences: Sequence[str], batch_size: int, max_length: int | None):
-        """``(order, batches)``: the sentences' token lengths sorted ascending (``order[k]`` is the
-        input index of sorted row k) and padded into batches of ``batch_size``, so that batches carry
-        little padding. Kept for the last arguments seen: evaluation during training encodes the same
-        dev sentences every time, and tokenising them costs about as much as encoding them on a GPU."""
+        """``(order, batches)``: the sentences' indices sorted by token length, and the sentences in
+        that order, padded into batches of ``batch_size`` (little padding per batch). Kept for the last
+        arguments seen: evaluation during training encodes the same dev sentences every time, and
+        tokenising them costs about as much as encoding them on a GPU (0.17 s for the 3,833 STS-B dev
+        and SICK-R trial sentences on a 2-core CPU; 0.21 s to encode 3,072 with BERT-base on an H100)."""
         key = (tuple(sentences), batch_size, max_length)
         if self._batch_cache is not None and self._batch_cache[0] == key:
             return self._batch_cache[1]

@@ -156,7 +156,7 @@ def train(method, backbones, out, monkeypatch, *flags, callbacks=(), max_steps=3
     monkeypatch.setattr(CSETrainer, "train", train_with_callbacks)
     argv = [
         "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
-        "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * max_steps), "--max_seq_length", "24",
+        "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * max_steps), "--max_seq_length", "16",
         "--per_device_train_batch_size", "8", "--max_steps", str(max_steps), "--learning_rate", "3e-4",
         "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
         "--final_eval", "none", "--logging_steps", str(max_steps), "--report_to", "none",
