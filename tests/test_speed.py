@@ -85,17 +85,23 @@ class CheckEveryStep(TrainerCallback):
     transfers are invisible to the dispatcher on a CPU-only machine, so ``.cpu()``, ``.numpy()`` and
     ``.tolist()`` are made to fail inside the step instead."""
 
-    def __init__(self, monkeypatch):
-        self.detector, self.monkeypatch = HostSyncDetector(), monkeypatch
+    def __init__(self):
+        self.detector, self.patch, self.watching = HostSyncDetector(), pytest.MonkeyPatch(), False
 
     def on_step_begin(self, args, state, control, **kwargs):
         for name in ("cpu", "numpy", "tolist"):
-            self.monkeypatch.setattr(torch.Tensor, name, _refuse(name))
+            self.patch.setattr(torch.Tensor, name, _refuse(name))
         self.detector.__enter__()
+        self.watching = True
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.detector.__exit__(None, None, None)
-        self.monkeypatch.undo()
+        self.close()
+
+    def close(self):
+        if self.watching:
+            self.detector.__exit__(None, None, None)
+            self.patch.undo()
+            self.watching = False
 
 
 def _refuse(name):
@@ -169,14 +175,20 @@ def train(method, backbones, out, monkeypatch, *flags, callbacks=(), max_steps=3
 
 @pytest.mark.parametrize("method", METHODS)
 def test_no_host_sync_in_the_training_step(method, backbones, tmp_path, monkeypatch):
-    check = CheckEveryStep(monkeypatch)
-    train(method, backbones, tmp_path / "run", monkeypatch, "--use_cpu", "true", callbacks=[check])
+    check = CheckEveryStep()
+    try:
+        train(method, backbones, tmp_path / "run", monkeypatch, "--use_cpu", "true", callbacks=[check])
+    finally:
+        check.close()
     assert not check.detector.found, "\n".join(check.detector.found)
     if method == "simcse":
         # The watch covers the Trainer's own loop: its NaN filter reads the loss every step.
-        check = CheckEveryStep(monkeypatch)
+        check = CheckEveryStep()
         flags = ("--use_cpu", "true", "--logging_nan_inf_filter", "true")
-        train(method, backbones, tmp_path / "filter", monkeypatch, *flags, callbacks=[check], max_steps=2)
+        try:
+            train(method, backbones, tmp_path / "filter", monkeypatch, *flags, callbacks=[check], max_steps=2)
+        finally:
+            check.close()
         assert any("_run_epoch" in where for where in check.detector.found)
 
 
