@@ -17,6 +17,8 @@ from transformers import HfArgumentParser, TrainingArguments
 
 from .pooling import POOLERS, check_pooler
 
+ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
+
 
 @dataclass
 class ModelArguments:
@@ -38,7 +40,21 @@ class ModelArguments:
         },
     )
 
+    attn_implementation: str = field(
+        default="sdpa",
+        metadata={
+            "help": "The backbone's attention: sdpa (torch's fused scaled_dot_product_attention) or eager (the "
+            "reference implementation; same results).",
+            "choices": list(ATTENTION_IMPLEMENTATIONS),
+        },
+    )
+
     def __post_init__(self):
+        if self.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(
+                f"--attn_implementation must be one of {', '.join(ATTENTION_IMPLEMENTATIONS)}, "
+                f"got {self.attn_implementation!r}"
+            )
         check_pooler(self.pooler_type)
         if self.mlp_only_train is None:
             self.mlp_only_train = self.pooler_type == "cls"
@@ -110,10 +126,12 @@ class CSETrainingArguments(TrainingArguments):
     load_best_model_at_end: bool = field(default=True, metadata={"help": "Restore the best checkpoint after training."})
     remove_unused_columns: bool = field(default=False, metadata={"help": "Batches are built by our collator."})
     ddp_find_unused_parameters: bool | None = field(default=False, metadata={"help": "Every trainable weight is used."})
-    # The stock filter reads the loss on the host every step (a device sync) and silently replaces a
-    # NaN/inf loss by the running mean; we keep the step free of syncs and let a bad loss show in the log.
     logging_nan_inf_filter: bool = field(
-        default=False, metadata={"help": "Replace NaN/inf losses in the logged mean (costs a sync per step)."}
+        default=False,
+        metadata={
+            "help": "Leave NaN/inf losses out of the logged loss (the Trainer's default is on; it reads the loss on "
+            "the host every step, which stalls the GPU, and hides a diverging run)."
+        },
     )
     final_eval: str = field(
         default="test",
@@ -126,6 +144,10 @@ class CSETrainingArguments(TrainingArguments):
     def __post_init__(self):
         if self.final_eval not in FINAL_EVAL_MODES:
             raise ValueError(f"--final_eval must be one of {', '.join(FINAL_EVAL_MODES)}, got {self.final_eval!r}")
+        if self.accelerator_config is None:
+            # Batches are copied to the GPU asynchronously from page-locked memory (--dataloader_pin_memory,
+            # on by default) instead of waiting for the stream at every step.
+            self.accelerator_config = {"non_blocking": True}
         super().__post_init__()
 
 

@@ -33,6 +33,28 @@ CSE_CONFIG_NAME = "cse_config.json"
 # Exports whose sentence embedding is more than a pooled backbone record a ``model_kind`` in
 # cse_config.json; this names the class that loads each (imported when needed).
 MODEL_KINDS = {"sarcse": "cse.methods.sarcse.SARCSEModel"}
+# Backbones whose attention mask transformers builds with ``create_bidirectional_mask``, which takes
+# a prepared 4D mask as it is (see :func:`prepared_attention_mask`).
+PREPARED_MASK_MODEL_TYPES = frozenset({"bert", "roberta"})
+
+
+def prepared_attention_mask(backbone, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The ``(batch, 1, length, length)`` mask transformers would build from a 2D padding mask for
+    the backbone's attention (boolean for ``sdpa``, 0 / dtype-min for ``eager``), built here from the
+    mask's shape alone. Given the 2D mask, transformers checks ``mask.all()`` in every forward, to drop
+    the mask of a batch without padding: a device-to-host sync that stalls the CUDA stream each step.
+    Other backbones and attention implementations get the 2D mask unchanged."""
+    config = backbone.config
+    implementation = getattr(config, "_attn_implementation", None)
+    if attention_mask.dim() != 2 or config.model_type not in PREPARED_MASK_MODEL_TYPES:
+        return attention_mask
+    if implementation not in ("sdpa", "eager"):
+        return attention_mask
+    keep = attention_mask.bool()[:, None, None, :].expand(-1, 1, attention_mask.shape[1], -1)
+    if implementation == "sdpa":
+        return keep
+    dtype = backbone.get_input_embeddings().weight.dtype
+    return torch.where(keep, torch.zeros((), dtype=dtype, device=keep.device), torch.finfo(dtype).min)
 
 
 def read_cse_config(model_dir: str) -> dict:
@@ -73,6 +95,7 @@ class CSEModel(nn.Module):
             # The pooling layer would get no gradient: keep it out of the optimizer and out of DDP's
             # reducer (which requires every trainable parameter to be used).
             head.requires_grad_(False)
+        self._batch_cache = None  # see length_sorted_batches
 
     @property
     def eval_pooler(self) -> str:
@@ -122,9 +145,10 @@ class CSEModel(nn.Module):
     def _backbone_outputs(self, input_ids, attention_mask, token_type_ids=None, backbone=None, hidden_states=False):
         """Run ``backbone`` (default: this model's)."""
         kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
-        return (backbone or self.backbone)(
+        backbone = backbone or self.backbone
+        return backbone(
             input_ids=input_ids,
-            attention_mask=attention_mask,
+            attention_mask=prepared_attention_mask(backbone, attention_mask),
             output_hidden_states=hidden_states,
             return_dict=True,
             **kwargs,
@@ -149,6 +173,30 @@ class CSEModel(nn.Module):
         """Embedding forward: ``(n, length)`` -> ``(n, hidden)`` with the evaluation pooler (or ``pooler_type``)."""
         return self._pooled(pooler_type or self.eval_pooler, input_ids, attention_mask, token_type_ids)
 
+    def length_sorted_batches(self, sentences: Sequence[str], batch_size: int, max_length: int | None):
+        """``(order, batches)``: the sentences' indices sorted by token length, and the sentences in
+        that order, padded into batches of ``batch_size`` (little padding per batch). Kept for the last
+        arguments seen: evaluation during training encodes the same dev sentences every time, and
+        tokenising them costs about as much as encoding them on a GPU (0.17 s for the 3,833 STS-B dev
+        and SICK-R trial sentences on a 2-core CPU; 0.21 s to encode 3,072 with BERT-base on an H100)."""
+        key = (tuple(sentences), batch_size, max_length)
+        if self._batch_cache is not None and self._batch_cache[0] == key:
+            return self._batch_cache[1]
+        encoded = self.tokenizer(
+            list(sentences), truncation=max_length is not None, max_length=max_length, padding=False
+        )
+        features = [dict(zip(encoded.keys(), values)) for values in zip(*encoded.values())]
+        order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
+        batches = [
+            self.tokenizer.pad([features[i] for i in order[start : start + batch_size]], return_tensors="pt")
+            for start in range(0, len(order), batch_size)
+        ]
+        if torch.cuda.is_available():
+            # page-locked, so that each batch goes to the GPU without waiting for the stream
+            batches = [{k: v.pin_memory() for k, v in batch.items()} for batch in batches]
+        self._batch_cache = (key, (torch.tensor(order, dtype=torch.long), batches))
+        return self._batch_cache[1]
+
     @torch.no_grad()
     def encode(
         self,
@@ -161,18 +209,14 @@ class CSEModel(nn.Module):
         """Embed sentences (float32, on the CPU, in input order) with the evaluation pooler, or
         ``pooler_type``.
 
-        Sentences are sorted by token length before batching so that batches carry little padding;
-        ``max_length=None`` does not truncate, as SentEval's batcher does not.
+        Batches are length-sorted (:meth:`length_sorted_batches`); the embeddings stay on the device
+        until the last batch, then move to the CPU at once. ``max_length=None`` does not truncate, as
+        SentEval's batcher does not.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         device = next(self.parameters()).device
-        encoded = self.tokenizer(
-            list(sentences), truncation=max_length is not None, max_length=max_length, padding=False
-        )
-        features = [dict(zip(encoded.keys(), values)) for values in zip(*encoded.values())]
-        order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
-        out = torch.empty(len(features), self.embedding_size, dtype=torch.float32)
+        order, batches = self.length_sorted_batches(sentences, batch_size, max_length)
         was_training = self.training
         self.eval()
         autocast = (
@@ -182,13 +226,17 @@ class CSEModel(nn.Module):
         )
         try:
             with autocast:
-                for start in range(0, len(order), batch_size):
-                    idx = order[start : start + batch_size]
-                    batch = self.tokenizer.pad([features[i] for i in idx], return_tensors="pt")
-                    batch = {k: v.to(device) for k, v in batch.items()}
-                    out[idx] = self.embed(**batch, pooler_type=pooler_type).float().cpu()
+                embedded = [
+                    self.embed(
+                        **{k: v.to(device, non_blocking=True) for k, v in batch.items()}, pooler_type=pooler_type
+                    ).float()
+                    for batch in batches
+                ]
         finally:
             self.train(was_training)
+        out = torch.empty(len(order), self.embedding_size, dtype=torch.float32)
+        if embedded:
+            out[order] = torch.cat(embedded).cpu()
         return out
 
     def save_pretrained(self, save_directory: str, state_dict: dict | None = None) -> None:

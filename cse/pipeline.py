@@ -42,6 +42,7 @@ def load_encoder(model_args) -> CSEModel:
         mlp_only_train=model_args.mlp_only_train,
         tokenizer_name_or_path=model_args.tokenizer_name,
         cache_dir=model_args.cache_dir,
+        attn_implementation=model_args.attn_implementation,
     )
 
 

@@ -139,6 +139,11 @@ class TextCNNAutoEncoder(nn.Module):
         return torch.stack(reconstructions).mean(0).transpose(1, 2)[:, :length]
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor, reconstruct: bool = True) -> AutoEncoderOutput:
-        embedding, argmax = self.encode(tokens, mask)
+        # Z is the sentence embedding the contrastive loss reads: in the weights' dtype (float32)
+        # under autocast too (in bf16 it put SARCSE's bf16 loss curve 30x further from float32's;
+        # tests/test_speed.py).
+        # The decoder may run in bf16: the reconstruction loss casts to float32 itself.
+        with torch.autocast(tokens.device.type, enabled=False):
+            embedding, argmax = self.encode(tokens.to(self.cnn.weight.dtype), mask)
         reconstruction = self.decode(embedding, argmax, tokens.shape[1]) if reconstruct else None
         return AutoEncoderOutput(embedding, reconstruction)

@@ -93,11 +93,18 @@ class CSETrainer(Trainer):
             self._recorded.clear()
         super().log(logs, start_time)
 
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The training's mixed-precision dtype (``--bf16``, ``--fp16``), None in float32."""
+        return torch.bfloat16 if self.args.bf16 else torch.float16 if self.args.fp16 else None
+
     def encode(self, sentences, autocast_dtype: torch.dtype | None = None, pooler_type: str | None = None):
+        """Embed ``sentences`` with the current model, under the training's autocast unless
+        ``autocast_dtype`` says otherwise."""
         return self.model.encode(
             sentences,
             batch_size=self.args.per_device_eval_batch_size,
-            autocast_dtype=autocast_dtype,
+            autocast_dtype=autocast_dtype or self.autocast_dtype,
             pooler_type=pooler_type,
         ).numpy()
 

@@ -254,7 +254,8 @@ def test_bf16_autocast(no_dropout_bert):
     search = RecordingSearch("js", "linf", sigma=1e-3, epsilon=1e-2, step_size=1e-2)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss, views, stats = vadvcse_loss(encoder, encoder, inputs, InfoNCELoss(0.05), search, 1.0)
-    assert views.dtype == torch.bfloat16 and search.clean_logits.dtype == torch.float32
+    # the head runs in float32 under autocast (tests/test_speed.py: in bf16 it moved the loss curve)
+    assert views.dtype == torch.float32 and search.clean_logits.dtype == torch.float32
     assert search.r.dtype == torch.float32
     mask = inputs["attention_mask"][:, 0].bool()
     # every coordinate moved by eta along a non-zero gradient sign: bf16 left no zero gradient

@@ -69,9 +69,12 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
         self.freq_lambda = freq_lambda
         self.self_adaptive = self_adaptive
         self.special_ids = sorted(set(special_ids))
+        self.register_buffer("special_id_tensor", torch.tensor(self.special_ids, dtype=torch.long), persistent=False)
         # Counted once on the training sentences (set_counts); the trainer saves it with every
         # checkpoint and the final model, and restores it on resume.
         self.register_buffer("token_counts", torch.zeros(vocab_size, dtype=torch.int64), persistent=False)
+        # f(w) of Eq. 8 for every id, computed once from the counts (set_counts)
+        self.register_buffer("weight_table", torch.zeros(vocab_size), persistent=False)
         self.counted = False
 
     @property
@@ -89,10 +92,12 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
         if int(counts[self.special_ids].abs().sum()) != 0:
             raise ValueError("the token-count table counts special tokens, which are never reconstructed")
         self.token_counts.copy_(counts)
+        freq = self.token_counts.double() / self.token_counts.sum().double()
+        self.weight_table.copy_(torch.clamp(1.0 - self.freq_lambda * freq, min=self.theta))
         self.counted = True
 
     def is_special(self, token_ids: torch.Tensor) -> torch.Tensor:
-        return torch.isin(token_ids, torch.tensor(self.special_ids, device=token_ids.device))
+        return torch.isin(token_ids, self.special_id_tensor)
 
     def token_weights(self, token_ids: torch.Tensor) -> torch.Tensor:
         """f(w) of Eq. 8 for each id (float32), 0 for special ids and padding."""
@@ -101,9 +106,7 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
             return (~special).float()
         if not self.counted:
             raise RuntimeError("token frequencies not counted yet: call set_counts with the training corpus counts")
-        freq = self.token_counts[token_ids].double() / self.token_counts.sum().double()
-        weights = torch.clamp(1.0 - self.freq_lambda * freq, min=self.theta)
-        return weights.float().masked_fill(special, 0.0)
+        return self.weight_table[token_ids].masked_fill(special, 0.0)
 
     def forward(
         self, states: torch.Tensor, reconstruction: torch.Tensor, token_ids: torch.Tensor, mask: torch.Tensor

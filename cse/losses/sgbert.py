@@ -83,7 +83,7 @@ class SelfGuidedLoss(nn.Module):
             # logits[i, m, n] = cos(c_i, h_{m,n}) / tau
             logits = cosine_logits(c, views.flatten(0, 1), self.temperature).view(b, b, -1)
             own = torch.eye(b, dtype=torch.bool, device=c.device)
-            positives = logits[own]  # (b, K): i, k
+            positives = logits.diagonal().T  # (b, K): i, k
             negatives = logits.masked_fill(own[:, :, None], float("-inf")).flatten(1).logsumexp(1)  # m != i, all n
             return (torch.logaddexp(positives, negatives[:, None]) - positives).mean()
         if views.shape[1] != 1:

@@ -135,11 +135,11 @@ class SARCSEModel(CSEModel):
 
     def content_tokens(self, states, input_ids, attention_mask):
         """The real tokens of each row, moved to the front in their order: states (B, L, d), ids and
-        mask (B, L), with L the longest row's count of real tokens."""
+        mask (B, L), L the input's length. (Cropping to the longest row's count of real tokens would
+        change no embedding and no reconstructed token, the autoencoder masking what lies beyond each
+        row's count, but that count is data that the host would wait for the GPU to read.)"""
         mask = attention_mask.bool() & ~torch.isin(input_ids, self.special_ids)
         order = torch.sort((~mask).to(torch.int8), dim=1, stable=True).indices
-        length = int(mask.sum(1).max())
-        order = order[:, :length]
         states = states.gather(1, order[..., None].expand(-1, -1, states.shape[-1]))
         return states, input_ids.gather(1, order), mask.gather(1, order)
 
@@ -308,6 +308,7 @@ def build_model(model_args: ModelArguments, sarcse_args: SARCSEArguments) -> SAR
         pooler_type="cls_before_pooler",
         tokenizer_name_or_path=model_args.tokenizer_name,
         cache_dir=model_args.cache_dir,
+        attn_implementation=model_args.attn_implementation,
     )
     autoencoder = TextCNNAutoEncoder(
         encoder.config.hidden_size,

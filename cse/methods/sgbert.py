@@ -198,6 +198,7 @@ class SelfGuidedEncoder(CSEModel):
         std = getattr(self.config, "initializer_range", 0.02)
         head = None if projection_size is None else ProjectionHead(self.config.hidden_size, projection_size, std)
         self.projection_head = head
+        self._parameter_lists = None  # see parameter_distance
         self.train(self.training)
 
     def train(self, mode: bool = True):
@@ -213,8 +214,14 @@ class SelfGuidedEncoder(CSEModel):
         return [(name, p, fixed[name]) for name, p in self.backbone.named_parameters() if p.requires_grad]
 
     def parameter_distance(self) -> torch.Tensor:
-        """L_reg = ||theta_F - theta_T||_2^2, in float32."""
-        return sum((t.float() - f.float()).pow(2).sum() for _, t, f in self.parameter_pairs())
+        """L_reg = ||theta_F - theta_T||_2^2, in float32: one multi-tensor difference and norm over
+        all parameters. The lists are built once (moving or loading the module keeps its parameter
+        objects; walking the modules of two encoders costs a millisecond a step)."""
+        if self._parameter_lists is None:
+            pairs = self.parameter_pairs()
+            self._parameter_lists = ([t for _, t, _ in pairs], [f for _, _, f in pairs])
+        norms = torch._foreach_norm(torch._foreach_sub(*self._parameter_lists), 2, dtype=torch.float32)
+        return torch.stack(norms).pow(2).sum()
 
     def layer_views(self, hidden_states, attention_mask) -> torch.Tensor:
         """h_{i,k} = p(H_{i,k}) for k in ``layers``: ``(b, K, d)``."""
@@ -240,14 +247,13 @@ class SelfGuidedEncoder(CSEModel):
         BERT_T, view 1 through BERT_F."""
         view = lambda t, v: None if t is None else t[:, v]  # noqa: E731
         c = self._pooled(self.pooler_type, view(input_ids, 0), view(attention_mask, 0), view(token_type_ids, 0))
-        kwargs = {} if token_type_ids is None else {"token_type_ids": view(token_type_ids, 1)}
         with torch.no_grad():
-            fixed = self.fixed_backbone(
-                input_ids=view(input_ids, 1),
-                attention_mask=view(attention_mask, 1),
-                output_hidden_states=True,
-                return_dict=True,
-                **kwargs,
+            fixed = self._backbone_outputs(
+                view(input_ids, 1),
+                view(attention_mask, 1),
+                view(token_type_ids, 1),
+                backbone=self.fixed_backbone,
+                hidden_states=True,
             )
             views = self.layer_views(fixed.hidden_states, view(attention_mask, 1))
             if self.sample_views:

@@ -165,7 +165,12 @@ class MLPHeadEncoder(CSEModel):
     def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
         cls = super().forward(input_ids, attention_mask, token_type_ids)
         batch, views, hidden = cls.shape
-        return self.head(cls.reshape(batch * views, hidden)).view(batch, views, -1)
+        # in the weights' dtype (float32) under autocast too: a bf16 head (BN statistics, the embedding
+        # the loss reads) put V-advCSE's bf16 loss curve 6x further from float32's than SimCSE's
+        # (tests/test_speed.py)
+        with torch.autocast(cls.device.type, enabled=False):
+            cls = cls.to(self.head[0].weight.dtype)
+            return self.head(cls.reshape(batch * views, hidden)).view(batch, views, -1)
 
 
 @contextlib.contextmanager
