@@ -193,8 +193,8 @@ class AdCSETrainer(CSETrainer):
     Under DeepSpeed with bf16 or fp16, the engine casts the whole model, p included, to 16 bits, where
     Eq. 4 with m = 0.995 would round most of each update away (bf16 keeps 8 significant bits). p
     then has an fp32 master copy here, updated from q's fp32 master weights in the optimizer
-    (gathered from the ZeRO-2 partitions, one all-reduce of q per step) and copied into the
-    16-bit p for its forward. ZeRO-3 (p and q partitioned) and FSDP are refused.
+    (gathered from the ZeRO-2 partitions, one all-reduce per weight tensor of q each step) and
+    copied into the 16-bit p for its forward. ZeRO-3 (p and q partitioned) and FSDP are refused.
 
     Every checkpoint holds p (in the model's weights; its fp32 master, if any, in
     ``adcse_momentum_master.safetensors``) and the adversaries with their SGD momentum (in
