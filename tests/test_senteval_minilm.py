@@ -84,8 +84,13 @@ def test_cli_reproduces_published_mteb_scores(minilm, tmp_path, capsys, ours):
     }
 
 
-@pytest.mark.parametrize("mode", ["dev", "test"])
-@pytest.mark.parametrize("pooler", POOLERS)
+# Every pooler on the dev sets; on the test sets (26,289 sentences, about 80 s an encoding pass on
+# two CPU cores) the poolers that read the last layer only and the ones that read intermediate
+# layers are each represented, which keeps CI within its time budget.
+CASES = [(pooler, "dev") for pooler in POOLERS] + [(pooler, "test") for pooler in ("avg", "cls", "avg_first_last")]
+
+
+@pytest.mark.parametrize(("pooler", "mode"), CASES)
 def test_every_pooler_matches_the_reference(minilm, reference, ours, pooler, mode):
     if (pooler, mode) not in ours:
         model = CSEModel.from_pretrained(minilm, pooler_type=pooler)
