@@ -1,0 +1,22 @@
+"""Errors caused by what the user asked for (a missing file, contradictory flags, a locked output
+directory), as opposed to bugs. The ``run_*.py`` scripts print a ``CSEUsageError`` as one line with
+its hint and exit with status 2; any other exception keeps its traceback."""
+
+from __future__ import annotations
+
+
+class CSEUsageError(ValueError):
+    """A refusal of the user's input. ``hint`` says what to do instead (one line, optional).
+
+    It subclasses ``ValueError`` so that code catching the argument parser's ``ValueError`` keeps
+    catching it."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        return f"{message}\n  hint: {self.hint}" if self.hint else message
