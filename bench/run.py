@@ -31,7 +31,7 @@ def _data_path(*parts: str) -> str | None:
 
 
 def default_train_file() -> str | None:
-    """The shared corpus head if present (tokenised in seconds), else the full wiki1m corpus."""
+    """The corpus head ``wiki1m_head.txt`` if present (tokenised in seconds), else the full wiki1m corpus."""
     for name in ("wiki1m_head.txt", "wiki1m_for_simcse.txt"):
         path = _data_path(name)
         if path and os.path.isfile(path):
@@ -40,8 +40,8 @@ def default_train_file() -> str | None:
 
 
 def default_tokenizer(name: str) -> str:
-    """``$CSE_DATA_DIR/../models/tokenizers/<name>`` where this project's offline copy lives, else the
-    hub name."""
+    """``$CSE_DATA_DIR/../models/tokenizers/<name>`` where a local copy of the data keeps them, else
+    the hub name."""
     path = _data_path(os.pardir, "models", "tokenizers", name)
     return os.path.normpath(path) if path and os.path.isdir(path) else name
 
