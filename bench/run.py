@@ -46,7 +46,7 @@ def default_tokenizer(name: str) -> str:
     return os.path.normpath(path) if path and os.path.isdir(path) else name
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", required=True, choices=list(PROFILES))
     parser.add_argument("--methods", help=f"comma-separated, of {', '.join(METHODS)} (default: the profile's)")
@@ -80,6 +80,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS of each method's process (default: unchanged)")
     parser.add_argument("--workdir", help="random models, logs and run outputs (default: a temporary directory)")
     parser.add_argument("--output_json", help="write the results here")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
     args.methods = args.methods.split(",") if args.methods else list(profile.methods)
