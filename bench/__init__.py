@@ -1,2 +1,2 @@
 """Step time, throughput, memory, FLOPs and evaluation time of every method, through its real
-Trainer (issue 9). See BENCHMARKS.md; run ``python -m bench --help``."""
+Trainer, against the overhead targets in BENCHMARKS.md. See BENCHMARKS.md; run ``python -m bench --help``."""

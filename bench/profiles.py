@@ -95,7 +95,7 @@ METHODS = {
     "sarcse": Method("run_sarcse", "configs/sarcse_roberta_base.yaml", "roberta"),
 }
 
-# Issue 9's targets: step time relative to SimCSE's on the same profile.
+# Overhead targets (BENCHMARKS.md): step time relative to SimCSE's on the same profile.
 OVERHEAD_TARGETS = {"adcse": 1.5, "mixcse": 1.05, "sarcse": 1.3, "sgbert-opt": 1.6, "vadvcse": 2.3}
 
 PROFILES = {

@@ -50,7 +50,7 @@ def summarise(method: str, raw: dict, batch_size: int, peak_flops_per_s: float |
 
 def add_baseline_ratios(results: dict) -> None:
     """Step time and counted FLOPs of each method over SimCSE's on the same shapes (batch x max
-    length), with the issue's target where it sets one. ``baseline`` names the SimCSE run used;
+    length), with the method's overhead target where it has one. ``baseline`` names the SimCSE run used;
     nothing is added for a method whose shapes no successful SimCSE run shares."""
     baselines = {
         _shape_key(result): name

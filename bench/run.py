@@ -31,7 +31,7 @@ def _data_path(*parts: str) -> str | None:
 
 
 def default_train_file() -> str | None:
-    """The shared corpus head if present (tokenised in seconds), else the full wiki1m corpus."""
+    """The corpus head ``wiki1m_head.txt`` if present (tokenised in seconds), else the full wiki1m corpus."""
     for name in ("wiki1m_head.txt", "wiki1m_for_simcse.txt"):
         path = _data_path(name)
         if path and os.path.isfile(path):
@@ -40,13 +40,13 @@ def default_train_file() -> str | None:
 
 
 def default_tokenizer(name: str) -> str:
-    """``$CSE_DATA_DIR/../models/tokenizers/<name>`` where this project's offline copy lives, else the
-    hub name."""
+    """``$CSE_DATA_DIR/../models/tokenizers/<name>`` where a local copy of the data keeps them, else
+    the hub name."""
     path = _data_path(os.pardir, "models", "tokenizers", name)
     return os.path.normpath(path) if path and os.path.isdir(path) else name
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", required=True, choices=list(PROFILES))
     parser.add_argument("--methods", help=f"comma-separated, of {', '.join(METHODS)} (default: the profile's)")
@@ -80,6 +80,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS of each method's process (default: unchanged)")
     parser.add_argument("--workdir", help="random models, logs and run outputs (default: a temporary directory)")
     parser.add_argument("--output_json", help="write the results here")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     profile = PROFILES[args.profile]
     args.methods = args.methods.split(",") if args.methods else list(profile.methods)

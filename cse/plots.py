@@ -100,12 +100,17 @@ def _save(fig, path: str, plt) -> None:
 PLOTS = {"align_uniform": align_uniform, "cosine_density": cosine_density}
 
 
-def main(argv=None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("plot", choices=sorted(PLOTS))
     parser.add_argument("output_png")
     parser.add_argument("result_json", nargs="+", help="results of senteval_eval.py --analysis")
     parser.add_argument("--names", nargs="+", default=None, help="model names (default: the JSONs' folders)")
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.names is not None and len(args.names) != len(args.result_json):
         parser.error(f"{len(args.result_json)} result JSON(s) but {len(args.names)} --names")

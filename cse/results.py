@@ -177,7 +177,7 @@ def _paper_row_map(values: Sequence[str], groups: Sequence[str]) -> dict[str, st
     return mapping
 
 
-def main(argv=None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Print result JSONs of senteval_eval.py / run_*.py as one table, or one beside a paper row."
     )
@@ -193,6 +193,11 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--runs", action="store_true", help="group runs by name less a seed<N> suffix; one table per score kind"
     )
+    return parser
+
+
+def main(argv=None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.runs:
         groups = collect_runs(args.result_json)

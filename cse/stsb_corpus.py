@@ -47,11 +47,15 @@ def write_stsb_corpus(path: str, senteval_data_dir: str | None = None) -> str:
     return path
 
 
-def main(argv=None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Write the STS-B train+dev+test sentences, one a line.")
     parser.add_argument("output", help="the .txt file to write")
     parser.add_argument("--senteval_data_dir", default=None, help="default $CSE_DATA_DIR/senteval")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     write_stsb_corpus(args.output, args.senteval_data_dir)
 

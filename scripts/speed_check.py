@@ -48,12 +48,16 @@ def compare(reference: dict[int, float], other: dict[int, float]) -> dict:
     }
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("reference", help="output directory of the reference run")
     parser.add_argument("other", help="output directory of the run to compare")
     parser.add_argument("--max_relative", type=float, help="fail if any step's loss differs by more (e.g. 0.02)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     result = compare(loss_curve(args.reference), loss_curve(args.other))
     print(
         f"{result['steps']} steps: max |difference| {result['max_absolute']:.3g}, max relative "

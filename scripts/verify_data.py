@@ -110,12 +110,17 @@ def verify(root: str, entries: list[Entry]) -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data_dir", help="the data directory (holds senteval/ and wiki1m_for_simcse.txt)")
     skip = parser.add_mutually_exclusive_group()
     skip.add_argument("--skip-corpus", action="store_true", help="check only senteval/")
     skip.add_argument("--skip-senteval", action="store_true", help="check only the training corpus")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not os.path.isdir(args.data_dir):
         parser.error(f"not a directory: {args.data_dir}")

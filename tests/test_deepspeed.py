@@ -80,7 +80,7 @@ def simcse_one_process(simcse_flags, tmp_path_factory):
 @pytest.mark.parametrize("stage", [2, 3])
 def test_simcse_under_zero_equals_one_process(simcse_flags, simcse_one_process, no_dropout_bert, tmp_path, stage):
     """ZeRO-2 through torchrun and the Trainer's --deepspeed, ZeRO-3 through accelerate launch and the
-    shipped YAML (which names the JSON): both launch paths the README gives."""
+    shipped YAML (which names the JSON): both launch paths docs/distributed.md gives."""
     out = str(tmp_path / "run")
     args = [*simcse_flags, "--per_device_train_batch_size", "4", "--output_dir", out]
     if stage == 2:

@@ -2,7 +2,7 @@
 unsupervised SimCSE plus a virtual adversarial term, L = L_cont + lambda * L_vadv (Eq. 10), and an
 MLP head with batch normalisation on [CLS].
 
-What the paper leaves open, and our reading (README, "V-advCSE"):
+What the paper leaves open, and our reading (docs/methods/vadvcse.md):
 
 * **x + r**: r perturbs the input word embeddings (the word-embedding layer's output, before the
   position and token-type embeddings are added and normalised), one r per token of each anchor

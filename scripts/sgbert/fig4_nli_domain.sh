@@ -3,7 +3,7 @@
 # MNLI) instead of STS-B, 8 seeds, beside the paper's in-domain SG-OPT row. The figure gives only the
 # losses against in-domain training: 1.83 on STS-B and 1.63 on the average (75.40 and 72.99).
 # The NLI sentences are not part of $CSE_DATA_DIR: NLI_FILE is a .txt with one sentence a line (the
-# paper does not say which NLI sentences it used; see the README).
+# paper does not say which NLI sentences it used; see docs/methods/sgbert.md).
 #   NLI_FILE=data/nli_sentences.txt bash scripts/sgbert/fig4_nli_domain.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # V-advCSE, Table 6: STS-B dev against lambda (Eq. 10), BERT-base. The printed grid lists 5e-5
-# twice; its third entry, between 1e-6 and 1e-5 in an ascending grid, is read as 5e-6 (README).
+# twice; its third entry, between 1e-6 and 1e-5 in an ascending grid, is read as 5e-6 (docs/methods/vadvcse.md).
 #   bash scripts/vadvcse/table6_lambda.sh                # NUM_GPUS=N to spread each run over N GPUs
 set -euo pipefail
 cd "$(dirname "$0")/../.."
