@@ -76,11 +76,11 @@ def looks_local(name_or_path: str) -> bool:
     return name_or_path.startswith((".", "/", "~", os.sep)) or separators > 1
 
 
-def check_model_path(name_or_path: str, cache_dir: str | None = None) -> str:
+def check_model_path(name_or_path: str, cache_dir: str | None = None, require_config: bool = True) -> str:
     """``name_or_path`` as ``from_pretrained`` should get it (``~`` expanded), after refusing what
-    cannot load: a missing local path, a directory without ``config.json`` (a Trainer checkpoint
-    among them), and a hub name that is not cached while ``HF_HUB_OFFLINE`` is set (which would
-    otherwise end in a connection error)."""
+    cannot load: a missing local path, a Trainer checkpoint, a directory without ``config.json``
+    (unless not ``require_config``: a tokenizer directory may have none), and a hub name that is not
+    cached while ``HF_HUB_OFFLINE`` is set (which would otherwise end in a connection error)."""
     path = os.path.expanduser(name_or_path)
     if os.path.isdir(path):
         if re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", os.path.basename(os.path.normpath(path))):
@@ -93,7 +93,7 @@ def check_model_path(name_or_path: str, cache_dir: str | None = None) -> str:
                 else f"run the training to its end (re-running its command resumes from {name_or_path}): "
                 f"it exports the best model to {parent}",
             )
-        if not os.path.isfile(os.path.join(path, "config.json")):
+        if require_config and not os.path.isfile(os.path.join(path, "config.json")):
             raise CSEUsageError(f"{name_or_path} has no config.json: not a model directory")
         return path
     if os.path.exists(path):
@@ -173,7 +173,7 @@ class CSEModel(nn.Module):
         cache_dir = backbone_kwargs.get("cache_dir")
         model_name_or_path = check_model_path(model_name_or_path, cache_dir)
         if tokenizer_name_or_path is not None:
-            tokenizer_name_or_path = check_model_path(tokenizer_name_or_path, cache_dir)
+            tokenizer_name_or_path = check_model_path(tokenizer_name_or_path, cache_dir, require_config=False)
         if pooler_type is None:
             pooler_type = (
                 read_cse_config(model_name_or_path).get("pooler") if os.path.isdir(model_name_or_path) else None
