@@ -36,13 +36,14 @@ def setup_logging(training_args) -> None:
 
 
 def check_precision(training_args) -> None:
-    """Refuse ``--fp16`` on a CPU rather than run it there: float16 autocast on a CPU is slower than
-    float32 and has no loss scaling to match a GPU run. (``--bf16`` on a GPU without bfloat16 is
-    refused by ``TrainingArguments`` itself.)"""
+    """Refuse ``--fp16`` on a CPU: the shipped configs' ``fp16: true`` is the authors' GPU setting,
+    which the Trainer would take on a CPU without a word; the user picks float32 or bfloat16 instead of
+    getting a silent substitute. (``--bf16`` where the GPU lacks bfloat16 is refused by
+    ``TrainingArguments`` itself.)"""
     if training_args.fp16 and training_args.device.type == "cpu":
         raise CSEUsageError(
             "--fp16 needs a GPU and this run is on the CPU",
-            hint="pass --fp16 false to train in float32 (or --bf16 true, which CPUs support)",
+            hint="pass --fp16 false to train in float32 (or --fp16 false --bf16 true --use_cpu true for bfloat16)",
         )
 
 
