@@ -23,13 +23,16 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
-    HfArgumentParser,
     Trainer,
     TrainingArguments,
     set_seed,
 )
 
+from cse.arguments import parse_args
+from cse.errors import CSEUsageError, run_cli
 from cse.evaluation.anli import NLI_LABELS, ROUNDS, accuracy_table, load_source, nli_split, training_mix
+from cse.modeling import check_model_path
+from cse.pipeline import check_precision
 from cse.results import markdown_table
 
 
@@ -60,17 +63,17 @@ class ANLITrainingArguments(TrainingArguments):
 
 
 def main(argv=None) -> dict:
-    anli_args, training_args = HfArgumentParser((ANLIArguments, ANLITrainingArguments)).parse_args_into_dataclasses(
-        args=argv
-    )
+    anli_args, training_args = parse_args((ANLIArguments, ANLITrainingArguments), argv)
     if len(anli_args.anli_upsampling) != len(ROUNDS):
-        raise ValueError(f"--anli_upsampling takes one count per round, got {anli_args.anli_upsampling}")
+        raise CSEUsageError(f"--anli_upsampling takes one count per round, got {anli_args.anli_upsampling}")
+    model_path = check_model_path(anli_args.model_name_or_path, anli_args.cache_dir)
+    check_precision(training_args)
     set_seed(training_args.seed)
     sources = {
         name: load_source(getattr(anli_args, name), anli_args.cache_dir)
         for name in ("snli", "mnli", "fever_nli", "anli")
     }
-    tokenizer = AutoTokenizer.from_pretrained(anli_args.model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
 
     def tokenize(data):
         return data.map(
@@ -88,7 +91,7 @@ def main(argv=None) -> dict:
         for r in ROUNDS
     }
     model = AutoModelForSequenceClassification.from_pretrained(
-        anli_args.model_name_or_path,
+        model_path,
         num_labels=len(NLI_LABELS),
         id2label=dict(enumerate(NLI_LABELS)),
         label2id={label: i for i, label in enumerate(NLI_LABELS)},
@@ -126,4 +129,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

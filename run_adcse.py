@@ -9,6 +9,7 @@ accelerate launch run_adcse.py configs/adcse_bert_base.yaml
 from transformers import set_seed
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.errors import run_cli
 from cse.losses import InfoNCELoss
 from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.methods.adcse import AdCSEArguments, AdCSETrainer, MomentumDualEncoder
@@ -56,4 +57,4 @@ def main(argv=None, callbacks=()):
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

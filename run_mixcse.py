@@ -9,6 +9,7 @@ accelerate launch run_mixcse.py configs/mixcse_bert_base.yaml
 from transformers import set_seed
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.errors import run_cli
 from cse.losses.mixcse import MixCSELoss
 from cse.methods.mixcse import MixCSEArguments, MixCSETrainer
 from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
@@ -46,4 +47,4 @@ def main(argv=None, callbacks=()):
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -10,6 +10,7 @@ accelerate launch run_sarcse.py configs/sarcse_roberta_base.yaml
 from transformers import set_seed
 
 from cse.arguments import DataArguments, parse_args
+from cse.errors import CSEUsageError, run_cli
 from cse.losses import InfoNCELoss
 from cse.methods.sarcse import (
     SARCSEArguments,
@@ -30,7 +31,7 @@ def main(argv=None, callbacks=()):
         (SARCSEModelArguments, DataArguments, SARCSETrainingArguments, SARCSEArguments), argv
     )
     if (model_args.pooler_type, model_args.mlp_only_train) != ("cls", True):
-        raise ValueError("SARCSE's sentence embedding is Z (Eq. 4): --pooler_type and --mlp_only_train do not apply")
+        raise CSEUsageError("SARCSE's sentence embedding is Z (Eq. 4): --pooler_type and --mlp_only_train do not apply")
     setup_logging(training_args)
     set_seed(training_args.seed)
     model = build_model(model_args, sarcse_args)
@@ -53,4 +54,4 @@ def main(argv=None, callbacks=()):
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

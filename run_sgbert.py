@@ -16,6 +16,7 @@ import os
 from transformers import EarlyStoppingCallback, set_seed
 
 from cse.arguments import parse_args
+from cse.errors import CSEUsageError, run_cli
 from cse.losses.sgbert import SelfGuidedLoss
 from cse.methods.sgbert import (
     SelfGuidedEncoder,
@@ -25,7 +26,7 @@ from cse.methods.sgbert import (
     SGTrainer,
     SGTrainingArguments,
 )
-from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
+from cse.pipeline import check_precision, load_encoder, setup_logging, train_and_evaluate
 from cse.stsb_corpus import write_stsb_corpus
 
 
@@ -36,15 +37,16 @@ def main(argv=None, callbacks=()):
         (SGModelArguments, SGDataArguments, SGTrainingArguments, SGBERTArguments), argv
     )
     if model_args.pooler_type != "cls_before_pooler":
-        raise ValueError(
+        raise CSEUsageError(
             f"SG-BERT's sentence embedding is BERT_T's last-layer [CLS] (c_i): --pooler_type must be "
             f"cls_before_pooler, got {model_args.pooler_type!r}"
         )
     if sg_args.early_stopping_patience and training_args.eval_strategy == "no":
-        raise ValueError("--early_stopping_patience needs evaluations: set --eval_strategy steps, or pass 0")
+        raise CSEUsageError("--early_stopping_patience needs evaluations: set --eval_strategy steps, or pass 0")
     if sg_args.early_stopping_patience and training_args.metric_for_best_model is None:
-        raise ValueError("--early_stopping_patience needs --metric_for_best_model (stsb_spearman), or pass 0")
+        raise CSEUsageError("--early_stopping_patience needs --metric_for_best_model (stsb_spearman), or pass 0")
     setup_logging(training_args)
+    check_precision(training_args)  # before the corpus is written into the output directory
     if data_args.train_file is None and data_args.dataset_name is None:
         data_args.train_file = os.path.join(training_args.output_dir, "stsb_sentences.txt")
         with training_args.main_process_first(desc="STS-B sentence corpus"):
@@ -79,4 +81,4 @@ def main(argv=None, callbacks=()):
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

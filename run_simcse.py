@@ -8,6 +8,7 @@ accelerate launch run_simcse.py configs/simcse_bert_base.yaml
 from transformers import set_seed
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.errors import run_cli
 from cse.losses import InfoNCELoss
 from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
 
@@ -32,4 +33,4 @@ def main(argv=None, callbacks=()):
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -9,6 +9,7 @@ accelerate launch run_vadvcse.py configs/vadvcse_bert_base.yaml
 from transformers import set_seed
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.errors import run_cli
 from cse.losses import InfoNCELoss
 from cse.losses.vadvcse import VirtualAdversarialLoss
 from cse.methods.vadvcse import MLPHeadEncoder, VAdvCSEArguments, VAdvCSETrainer
@@ -46,4 +47,4 @@ def main(argv=None, callbacks=()):
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

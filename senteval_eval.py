@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from cse.errors import run_cli
 from cse.evaluation import MODES, TASK_SETS, evaluate
 from cse.evaluation.analysis import stsb_analysis
 from cse.modeling import CSE_CONFIG_NAME, load_model
@@ -28,7 +29,9 @@ DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("--model_name_or_path", required=True, help="model directory or hub name")
     parser.add_argument(
         "--pooler", choices=POOLERS, default=None, help=f"default: the pooler recorded in the model's {CSE_CONFIG_NAME}"
@@ -83,6 +86,7 @@ def main(argv=None) -> dict:
         seed=args.seed,
         classifier_device=args.device,
         tasks=args.tasks,
+        progress=True,
     )
     if args.analysis:
         report["analysis"] = stsb_analysis(encode, args.mode, senteval_dir(args.senteval_data_dir))
@@ -104,4 +108,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -60,7 +60,7 @@ class Method:
 
 def shape_overrides(argv: list[str]) -> dict:
     """The batch size and max length that command-line flags set, if any."""
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--per_device_train_batch_size", dest="batch_size", type=int)
     parser.add_argument("--max_seq_length", type=int)
     overrides, _ = parser.parse_known_args(argv)

@@ -47,7 +47,7 @@ def default_tokenizer(name: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--profile", required=True, choices=list(PROFILES))
     parser.add_argument("--methods", help=f"comma-separated, of {', '.join(METHODS)} (default: the profile's)")
     parser.add_argument("--steps", type=int, help="timed optimizer steps per method (default: the profile's)")

@@ -2,7 +2,8 @@
 (model, data, training), in the layout of the Hugging Face example scripts.
 
 Every script also takes one ``.json`` or ``.yaml`` file as its first argument; flags after it
-override the file (``python run_simcse.py configs/simcse_bert_base.yaml --seed 2``).
+override the file (``python run_simcse.py configs/simcse_bert_base.yaml --seed 2``). Flags are
+never abbreviated (``--learning_rat`` is an error, not ``--learning_rate``).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field, fields
+from difflib import get_close_matches
 
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
+from .errors import CSEUsageError
+from .paths import MissingDataError
 from .pooling import POOLERS, check_pooler
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
@@ -51,7 +55,7 @@ class ModelArguments:
 
     def __post_init__(self):
         if self.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
-            raise ValueError(
+            raise CSEUsageError(
                 f"--attn_implementation must be one of {', '.join(ATTENTION_IMPLEMENTATIONS)}, "
                 f"got {self.attn_implementation!r}"
             )
@@ -59,7 +63,7 @@ class ModelArguments:
         if self.mlp_only_train is None:
             self.mlp_only_train = self.pooler_type == "cls"
         elif self.mlp_only_train and self.pooler_type != "cls":
-            raise ValueError(
+            raise CSEUsageError(
                 f"--mlp_only_train needs --pooler_type cls (the head follows [CLS]), got {self.pooler_type!r}"
             )
 
@@ -87,6 +91,14 @@ class DataArguments:
         },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N sentences."})
+    allow_binary_corpus: bool = field(
+        default=False,
+        metadata={
+            "help": "Train on a local corpus even if it looks binary (NUL bytes, or over half of the lines in its "
+            "first 4 MiB invalid UTF-8; such lines are decoded with U+FFFD replacements). Off: such a file is "
+            "refused, as it is usually the wrong file."
+        },
+    )
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
     overwrite_cache: bool = field(default=False, metadata={"help": "Re-tokenise even if a cached copy exists."})
     senteval_data_dir: str | None = field(
@@ -143,7 +155,7 @@ class CSETrainingArguments(TrainingArguments):
 
     def __post_init__(self):
         if self.final_eval not in FINAL_EVAL_MODES:
-            raise ValueError(f"--final_eval must be one of {', '.join(FINAL_EVAL_MODES)}, got {self.final_eval!r}")
+            raise CSEUsageError(f"--final_eval must be one of {', '.join(FINAL_EVAL_MODES)}, got {self.final_eval!r}")
         if self.accelerator_config is None:
             # Batches are copied to the GPU asynchronously from page-locked memory (--dataloader_pin_memory,
             # on by default) instead of waiting for the stream at every step.
@@ -153,27 +165,74 @@ class CSETrainingArguments(TrainingArguments):
 
 def read_config_file(path: str) -> dict:
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"config file not found: {path}")
+        raise MissingDataError(f"config file not found: {path}")
     with open(path, encoding="utf-8") as f:
         config = json.load(f) if path.endswith(".json") else yaml.safe_load(f)
     if not isinstance(config, dict):
-        raise ValueError(f"{path} must hold a mapping of argument names to values")
+        raise CSEUsageError(f"{path} must hold a mapping of argument names to values")
     return config
+
+
+CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def given_flags(argv: list[str]) -> set[str]:
+    """The argument names that ``argv`` spells out (``--name value`` or ``--name=value``)."""
+    return {arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")}
+
+
+def check_save_steps(training_args, given: set[str]) -> None:
+    """``--save_steps`` only acts with ``--save_strategy steps``; any other strategy would drop it
+    without a word, and a run killed later would lose everything since its last best checkpoint."""
+    if "save_steps" in given and training_args.save_strategy != "steps":
+        raise CSEUsageError(
+            f"--save_steps {training_args.save_steps:g} has no effect with --save_strategy "
+            f"{getattr(training_args.save_strategy, 'value', training_args.save_strategy)}",
+            hint="add --save_strategy steps for a checkpoint every save_steps (with --load_best_model_at_end, "
+            "save_steps must be a multiple of eval_steps)",
+        )
 
 
 def parse_args(dataclass_types, argv: list[str] | None = None):
     """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses. A leading ``.json``/``.yaml``
     path supplies values, typed as the file types them (``null``, mappings and lists included), that
-    later flags override. Unknown names, in the file or on the command line, are errors."""
+    later flags override. Unknown names, in the file or on the command line, and abbreviated flags are
+    errors (``CSEUsageError``), as is ``save_steps`` without ``save_strategy: steps``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = HfArgumentParser(dataclass_types)
-    if argv and argv[0].endswith((".json", ".yaml", ".yml")):
+    parser = HfArgumentParser(dataclass_types, allow_abbrev=False)
+    given = given_flags(argv)
+    known = [f.name for dtype in dataclass_types for f in fields(dtype) if f.init]
+    if argv and argv[0].endswith(CONFIG_SUFFIXES):
         config = read_config_file(argv[0])
-        known = {f.name for dtype in dataclass_types for f in fields(dtype) if f.init}
-        unknown = sorted(set(config) - known)
+        unknown = sorted(set(config) - set(known))
         if unknown:
-            raise ValueError(f"{argv[0]}: unknown argument(s) {', '.join(unknown)}")
+            raise CSEUsageError(f"{argv[0]}: unknown argument(s) {', '.join(unknown)}")
         # File values become the parser's defaults, so that flags given after the file win.
         parser.set_defaults(**config)
+        given |= set(config)
         argv = argv[1:]
-    return parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)
+    try:
+        *outputs, remaining = parser.parse_args_into_dataclasses(
+            args=argv, look_for_args_file=False, return_remaining_strings=True
+        )
+    except CSEUsageError:
+        raise
+    except ValueError as err:
+        # The dataclasses' own checks (the Trainer's included) judge the user's values.
+        raise CSEUsageError(str(err)) from err
+    if remaining:
+        configs = [arg for arg in remaining if arg.endswith(CONFIG_SUFFIXES) and not arg.startswith("-")]
+        if configs:
+            raise CSEUsageError(
+                f"the config file goes first, got it after flags: {configs[0]}",
+                hint=f"python {os.path.basename(sys.argv[0]) or 'run_x.py'} {configs[0]} "
+                f"{' '.join(arg for arg in argv if arg != configs[0])}".rstrip(),
+            )
+        flags = [arg[2:].split("=", 1)[0] for arg in remaining if arg.startswith("--")]
+        close = [match for flag in flags for match in get_close_matches(flag, known, 1)]
+        hint = f"did you mean --{close[0]}? (flags are never abbreviated)" if close else "see --help for the flags"
+        raise CSEUsageError(f"unknown argument(s): {' '.join(remaining)}", hint=hint)
+    for args in outputs:
+        if isinstance(args, TrainingArguments):
+            check_save_steps(args, given)
+    return tuple(outputs)

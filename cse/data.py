@@ -13,15 +13,41 @@ import os
 import datasets
 import torch
 
+from .errors import CSEUsageError
 from .paths import MissingDataError, default_train_file, require_path
 
 logger = logging.getLogger(__name__)
 
 LOCAL_FORMATS = {".txt": "text", ".csv": "csv"}
+# How much of a local corpus is read to tell text from binary data, and the share of its lines that
+# may be invalid UTF-8 before the file counts as binary (stray bytes in a text corpus are only warned about).
+BINARY_CHECK_BYTES = 4 << 20
+MAX_UNDECODABLE_SHARE = 0.5
 
 
-class EmptyCorpusError(ValueError):
+class EmptyCorpusError(CSEUsageError):
     """The corpus holds no usable sentence."""
+
+
+def binary_evidence(path: str, limit: int = BINARY_CHECK_BYTES) -> str | None:
+    """Why the first ``limit`` bytes of ``path`` look like binary data rather than text (NUL bytes,
+    or more than ``MAX_UNDECODABLE_SHARE`` of the lines invalid UTF-8), or None if they look like text."""
+    with open(path, "rb") as f:
+        head = f.read(limit)
+    if b"\0" in head:
+        return f"NUL bytes in its first {len(head):,} bytes"
+    lines = head.splitlines()
+    if len(head) == limit and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut inside a multi-byte character
+    bad = 0
+    for line in lines:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            bad += 1
+    if lines and bad / len(lines) > MAX_UNDECODABLE_SHARE:
+        return f"{bad} of its first {len(lines)} lines are not valid UTF-8"
+    return None
 
 
 def count_undecodable_lines(path: str) -> int:
@@ -39,13 +65,13 @@ def count_undecodable_lines(path: str) -> int:
 def _pick_text_column(columns: list[str], text_column: str | None, source: str) -> str:
     if text_column is not None:
         if text_column not in columns:
-            raise ValueError(f"{source} has no column {text_column!r}; its columns are {columns}")
+            raise CSEUsageError(f"{source} has no column {text_column!r}; its columns are {columns}")
         return text_column
     if len(columns) == 1:
         return columns[0]
     if "text" in columns:
         return "text"
-    raise ValueError(f"{source} has columns {columns}: say which holds the sentences with --text_column")
+    raise CSEUsageError(f"{source} has columns {columns}: say which holds the sentences with --text_column")
 
 
 def load_corpus(
@@ -55,14 +81,16 @@ def load_corpus(
     text_column: str | None = None,
     max_train_samples: int | None = None,
     cache_dir: str | None = None,
+    allow_binary_corpus: bool = False,
 ) -> datasets.Dataset:
     """The training sentences as a one-column (``text``) dataset, blank lines dropped and counted.
 
     ``train_file`` is a local ``.txt`` (one sentence a line) or ``.csv``; ``dataset_name`` a hub
-    dataset (its ``train`` split). Neither given: ``$CSE_DATA_DIR/wiki1m_for_simcse.txt``.
+    dataset (its ``train`` split). Neither given: ``$CSE_DATA_DIR/wiki1m_for_simcse.txt``. A local
+    file that looks binary (:func:`binary_evidence`) is refused unless ``allow_binary_corpus``.
     """
     if train_file and dataset_name:
-        raise ValueError("give either train_file or dataset_name, not both")
+        raise CSEUsageError("give either train_file or dataset_name, not both")
     if dataset_name:
         source = dataset_name
         corpus = datasets.load_dataset(dataset_name, dataset_config_name, split="train", cache_dir=cache_dir)
@@ -72,9 +100,15 @@ def load_corpus(
         require_path(path, "training corpus")
         extension = os.path.splitext(path)[1].lower()
         if extension not in LOCAL_FORMATS:
-            raise ValueError(f"training corpus must be .txt or .csv, got {path}")
+            raise CSEUsageError(f"training corpus must be .txt or .csv, got {path}")
         if os.path.getsize(path) == 0:
             raise EmptyCorpusError(f"training corpus is empty: {path}")
+        evidence = None if allow_binary_corpus else binary_evidence(path)
+        if evidence:
+            raise CSEUsageError(
+                f"training corpus {path} looks like binary data, not text: {evidence}",
+                hint="pass a UTF-8 text corpus, or --allow_binary_corpus to train on it anyway",
+            )
         bad = count_undecodable_lines(path)
         if bad:
             logger.warning("%s: %d line(s) are not valid UTF-8; bad bytes are replaced by U+FFFD", path, bad)
@@ -89,6 +123,12 @@ def load_corpus(
             **csv_options,
         )
     column = _pick_text_column(corpus.column_names, text_column, source)
+    feature = corpus.features[column]
+    if getattr(feature, "dtype", None) not in ("string", "large_string"):
+        raise CSEUsageError(
+            f"{source}: column {column!r} holds {getattr(feature, 'dtype', type(feature).__name__)}, not text",
+            hint="name the column of sentences with --text_column",
+        )
     corpus = corpus.select_columns([column])
     if column != "text":
         corpus = corpus.rename_column(column, "text")
@@ -118,7 +158,7 @@ def tokenize_corpus(
 ) -> datasets.Dataset:
     """Tokenise once; ``datasets`` caches the result beside the corpus' Arrow cache."""
     if max_seq_length < 2:
-        raise ValueError(f"max_seq_length must leave room for the special tokens, got {max_seq_length}")
+        raise CSEUsageError(f"max_seq_length must leave room for the special tokens, got {max_seq_length}")
     return corpus.map(
         lambda batch: tokenizer(batch["text"], truncation=True, max_length=max_seq_length),
         batched=True,
@@ -152,6 +192,7 @@ def build_train_dataset(data_args, tokenizer, cache_dir: str | None = None) -> d
         text_column=data_args.text_column,
         max_train_samples=data_args.max_train_samples,
         cache_dir=cache_dir,
+        allow_binary_corpus=data_args.allow_binary_corpus,
     )
     return tokenize_corpus(
         corpus, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers, data_args.overwrite_cache
@@ -162,6 +203,7 @@ __all__ = [
     "EmptyCorpusError",
     "MissingDataError",
     "TwoViewCollator",
+    "binary_evidence",
     "build_train_dataset",
     "count_undecodable_lines",
     "load_corpus",

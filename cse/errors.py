@@ -20,3 +20,16 @@ class CSEUsageError(ValueError):
     def __str__(self) -> str:
         message = super().__str__()
         return f"{message}\n  hint: {self.hint}" if self.hint else message
+
+
+def run_cli(main, argv=None):
+    """Run a command-line entry point: a ``CSEUsageError`` becomes ``error: <message>`` (and its hint)
+    on stderr and exit status 2, without a traceback; any other exception is a bug and keeps its
+    traceback. Returns what ``main`` returns. Under torchrun each process prints its own refusal."""
+    import sys
+
+    try:
+        return main() if argv is None else main(argv)
+    except CSEUsageError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(err.exit_code) from None

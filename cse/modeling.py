@@ -18,18 +18,30 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
 import os
+import re
+import time
 from collections.abc import Sequence
 
 import torch
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import try_to_load_from_cache
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .distributed import whole_weights_loading
+from .errors import CSEUsageError
 from .export import write_sentence_transformers_files
-from .pooling import NEEDS_HIDDEN_STATES, check_pooler, pool
+from .pooling import NEEDS_HIDDEN_STATES, POOLERS, check_pooler, pool
+
+logger = logging.getLogger(__name__)
 
 CSE_CONFIG_NAME = "cse_config.json"
+# An encoding that lasts longer than this logs its progress this often (a CPU takes minutes for the
+# STS test sets), so that no evaluation is silent for long.
+PROGRESS_SECONDS = 5.0
 # Exports whose sentence embedding is more than a pooled backbone record a ``model_kind`` in
 # cse_config.json; this names the class that loads each (imported when needed).
 MODEL_KINDS = {"sarcse": "cse.methods.sarcse.SARCSEModel"}
@@ -55,6 +67,48 @@ def prepared_attention_mask(backbone, attention_mask: torch.Tensor) -> torch.Ten
         return keep
     dtype = backbone.get_input_embeddings().weight.dtype
     return torch.where(keep, torch.zeros((), dtype=dtype, device=keep.device), torch.finfo(dtype).min)
+
+
+def looks_local(name_or_path: str) -> bool:
+    """Whether a model name can only be a path: it starts with ``.``, ``/`` or ``~``, or has more
+    separators than a hub id (``owner/name``) has."""
+    separators = name_or_path.count("/") + (name_or_path.count(os.sep) if os.sep != "/" else 0)
+    return name_or_path.startswith((".", "/", "~", os.sep)) or separators > 1
+
+
+def check_model_path(name_or_path: str, cache_dir: str | None = None, require_config: bool = True) -> str:
+    """``name_or_path`` as ``from_pretrained`` should get it (``~`` expanded), after refusing what
+    cannot load: a missing local path, a Trainer checkpoint, a directory without ``config.json``
+    (unless not ``require_config``: a tokenizer directory may have none), and a hub name that is not
+    cached while ``HF_HUB_OFFLINE`` is set (which would otherwise end in a connection error)."""
+    path = os.path.expanduser(name_or_path)
+    if os.path.isdir(path):
+        if re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", os.path.basename(os.path.normpath(path))):
+            parent = os.path.dirname(os.path.abspath(path))
+            raise CSEUsageError(
+                f"{name_or_path} is a training checkpoint (weights and optimizer state to resume from), "
+                "not an exported model",
+                hint=f"use the exported model in {parent}"
+                if os.path.isfile(os.path.join(parent, "config.json"))
+                else f"run the training to its end (re-running its command resumes from {name_or_path}): "
+                f"it exports the best model to {parent}",
+            )
+        if require_config and not os.path.isfile(os.path.join(path, "config.json")):
+            raise CSEUsageError(f"{name_or_path} has no config.json: not a model directory")
+        return path
+    if os.path.exists(path):
+        raise CSEUsageError(f"{name_or_path} is a file, not a model directory")
+    if looks_local(name_or_path):
+        raise CSEUsageError(f"model directory not found: {name_or_path}")
+    if hub_constants.HF_HUB_OFFLINE and not isinstance(
+        try_to_load_from_cache(name_or_path, "config.json", cache_dir=cache_dir), str
+    ):
+        raise CSEUsageError(
+            f"{name_or_path} is not a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE is set",
+            hint="pass a model directory (--model_name_or_path ./my-model), or download the model once with "
+            "HF_HUB_OFFLINE unset",
+        )
+    return name_or_path
 
 
 def read_cse_config(model_dir: str) -> dict:
@@ -116,17 +170,26 @@ class CSEModel(nn.Module):
     ) -> CSEModel:
         """Load a backbone and tokenizer; ``pooler_type=None`` takes the pooler recorded in the
         directory's ``cse_config.json`` (an error if there is none)."""
+        cache_dir = backbone_kwargs.get("cache_dir")
+        model_name_or_path = check_model_path(model_name_or_path, cache_dir)
+        if tokenizer_name_or_path is not None:
+            tokenizer_name_or_path = check_model_path(tokenizer_name_or_path, cache_dir, require_config=False)
         if pooler_type is None:
             pooler_type = (
                 read_cse_config(model_name_or_path).get("pooler") if os.path.isdir(model_name_or_path) else None
             )
             if pooler_type is None:
-                raise ValueError(f"no pooler given and {model_name_or_path} records none in {CSE_CONFIG_NAME}")
-        with whole_weights_loading():
-            backbone = AutoModel.from_pretrained(model_name_or_path, **backbone_kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(
-            tokenizer_name_or_path or model_name_or_path, cache_dir=backbone_kwargs.get("cache_dir")
-        )
+                raise CSEUsageError(
+                    f"no pooler given and {model_name_or_path} records none in {CSE_CONFIG_NAME}",
+                    hint=f"name one with --pooler ({', '.join(POOLERS)})",
+                )
+        try:
+            with whole_weights_loading():
+                backbone = AutoModel.from_pretrained(model_name_or_path, **backbone_kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_name_or_path or model_name_or_path, cache_dir=cache_dir)
+        except OSError as err:
+            # transformers' own account (unreachable hub, unknown repo, missing weights file) comes first
+            raise CSEUsageError(f"cannot load {model_name_or_path}: {str(err).splitlines()[0]}") from err
         return cls(backbone, tokenizer, pooler_type=pooler_type, mlp_only_train=mlp_only_train)
 
     def reset_head(self) -> None:
@@ -211,7 +274,8 @@ class CSEModel(nn.Module):
 
         Batches are length-sorted (:meth:`length_sorted_batches`); the embeddings stay on the device
         until the last batch, then move to the CPU at once. ``max_length=None`` does not truncate, as
-        SentEval's batcher does not.
+        SentEval's batcher does not. An encoding that lasts over :data:`PROGRESS_SECONDS` logs its
+        progress every :data:`PROGRESS_SECONDS`.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -224,14 +288,21 @@ class CSEModel(nn.Module):
             if autocast_dtype is not None
             else contextlib.nullcontext()
         )
+        embedded, done = [], 0
+        start = last_report = time.perf_counter()
         try:
             with autocast:
-                embedded = [
-                    self.embed(
-                        **{k: v.to(device, non_blocking=True) for k, v in batch.items()}, pooler_type=pooler_type
-                    ).float()
-                    for batch in batches
-                ]
+                for batch in batches:
+                    embedded.append(
+                        self.embed(
+                            **{k: v.to(device, non_blocking=True) for k, v in batch.items()}, pooler_type=pooler_type
+                        ).float()
+                    )
+                    done += len(batch["input_ids"])
+                    now = time.perf_counter()
+                    if now - last_report >= PROGRESS_SECONDS:
+                        logger.info("encoded %d of %d sentences (%.0f s)", done, len(order), now - start)
+                        last_report = now
         finally:
             self.train(was_training)
         out = torch.empty(len(order), self.embedding_size, dtype=torch.float32)
@@ -266,6 +337,7 @@ class CSEModel(nn.Module):
 def load_model(model_name_or_path: str, pooler_type: str | None = None, **kwargs) -> CSEModel:
     """The encoder a directory holds: the class its ``cse_config.json`` names as ``model_kind``
     (:data:`MODEL_KINDS`), else a backbone + pooler (:meth:`CSEModel.from_pretrained`)."""
+    model_name_or_path = check_model_path(model_name_or_path, kwargs.get("cache_dir"))
     kind = read_cse_config(model_name_or_path).get("model_kind")
     if kind is None:
         return CSEModel.from_pretrained(model_name_or_path, pooler_type=pooler_type, **kwargs)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 
+from .errors import CSEUsageError
+
 DATA_DIR_ENV = "CSE_DATA_DIR"
 DEFAULT_CORPUS = "wiki1m_for_simcse.txt"
 
 
-class MissingDataError(FileNotFoundError):
+class MissingDataError(CSEUsageError, FileNotFoundError):
     """A data file or directory the run needs is absent; the message names it and how to get it."""
 
 

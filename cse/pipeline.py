@@ -12,6 +12,7 @@ import datasets
 import transformers
 
 from .data import TwoViewCollator, build_train_dataset
+from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .modeling import CSEModel
 from .results import markdown_table
@@ -34,6 +35,18 @@ def setup_logging(training_args) -> None:
     transformers.utils.logging.enable_explicit_format()
 
 
+def check_precision(training_args) -> None:
+    """Refuse ``--fp16`` on a CPU: the shipped configs' ``fp16: true`` is the authors' GPU setting,
+    which the Trainer would take on a CPU without a word; the user picks float32 or bfloat16 instead of
+    getting a silent substitute. (``--bf16`` where the GPU lacks bfloat16 is refused by
+    ``TrainingArguments`` itself.)"""
+    if training_args.fp16 and training_args.device.type == "cpu":
+        raise CSEUsageError(
+            "--fp16 needs a GPU and this run is on the CPU",
+            hint="pass --fp16 false to train in float32 (or --fp16 false --bf16 true --use_cpu true for bfloat16)",
+        )
+
+
 def load_encoder(model_args) -> CSEModel:
     """The pretrained backbone, tokenizer and pooler that ``model_args`` name."""
     return CSEModel.from_pretrained(
@@ -51,7 +64,16 @@ def train_and_evaluate(
 ):
     """Train ``model`` with ``loss`` (``trainer_class`` gets ``trainer_kwargs``; ``method_args``, the
     method's dataclass, guards resumption with the rest), save the best encoder to ``output_dir`` and,
-    unless ``--final_eval none``, print and save its STS table. Returns the trainer."""
+    unless ``--final_eval none``, print and save its STS table. Returns the trainer.
+
+    What the run needs at its end is checked before it starts: the precision, and the final
+    evaluation's data (read now; the trainer reads the dev sets when it is built)."""
+    check_precision(training_args)
+    final_suite = (
+        SentEvalSuite("sts", training_args.final_eval, data_args.senteval_data_dir, progress=True)
+        if training_args.final_eval != "none"
+        else None
+    )
     with training_args.main_process_first(desc="corpus tokenisation"):
         train_dataset = build_train_dataset(data_args, model.tokenizer, cache_dir=model_args.cache_dir)
     trainer = trainer_class(
@@ -74,8 +96,8 @@ def train_and_evaluate(
     trainer.save_metrics("train", metrics)
     trainer.save_state()
 
-    if training_args.final_eval != "none":
-        report = trainer.senteval(SentEvalSuite("sts", training_args.final_eval, data_args.senteval_data_dir))
+    if final_suite is not None:
+        report = trainer.senteval(final_suite)
         if trainer.is_world_process_zero():
             report.update(model=training_args.output_dir, pooler=model.eval_pooler)
             path = os.path.join(training_args.output_dir, f"sts_{training_args.final_eval}_results.json")

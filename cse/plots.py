@@ -19,6 +19,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .errors import CSEUsageError, run_cli
+
 GOLD_BINS = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0), (4.0, 5.0))
 
 
@@ -33,14 +35,14 @@ def _pyplot():
 
 def _analysis(name: str, report: Mapping) -> dict:
     if "analysis" not in report:
-        raise ValueError(f"{name}: no 'analysis' in the result JSON; evaluate with senteval_eval.py --analysis")
+        raise CSEUsageError(f"{name}: no 'analysis' in the result JSON; evaluate with senteval_eval.py --analysis")
     return report["analysis"]
 
 
 def _sts_average(name: str, report: Mapping) -> float:
     scores = report.get("score_groups", {}).get("sts") or report["scores"]
     if "Avg." not in scores:
-        raise ValueError(f"{name}: no STS average in the result JSON")
+        raise CSEUsageError(f"{name}: no STS average in the result JSON")
     return float(scores["Avg."])
 
 
@@ -101,7 +103,9 @@ PLOTS = {"align_uniform": align_uniform, "cosine_density": cosine_density}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
     parser.add_argument("plot", choices=sorted(PLOTS))
     parser.add_argument("output_png")
     parser.add_argument("result_json", nargs="+", help="results of senteval_eval.py --analysis")
@@ -129,4 +133,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -31,6 +31,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import yaml
 
+from .errors import CSEUsageError, run_cli
+from .paths import MissingDataError
+
 PAPER_RESULTS = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "paper_results.yaml"
 )
@@ -67,7 +70,7 @@ def aggregate_seeds(runs: Sequence[Mapping[str, float]]) -> dict:
     """The columns every run has, each as ``(mean, sample std)`` over the runs; one run is returned
     as it is (a standard deviation needs two)."""
     if not runs:
-        raise ValueError("no runs to aggregate")
+        raise CSEUsageError("no runs to aggregate")
     if len(runs) == 1:
         return dict(runs[0])
     columns = [c for c in runs[0] if all(c in run and run[c] is not None for run in runs)]
@@ -120,7 +123,7 @@ def collect_runs(paths: Sequence[str]) -> dict[str, list[dict]]:
     for path in paths:
         files = sorted(glob.glob(os.path.join(path, "*_results.json"))) if os.path.isdir(path) else [path]
         if not files:
-            raise FileNotFoundError(f"{path}: no *_results.json in this run directory")
+            raise MissingDataError(f"{path}: no *_results.json in this run directory")
         run_dir = os.path.normpath(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)))
         for file in files:
             with open(file, encoding="utf-8") as f:
@@ -137,7 +140,7 @@ def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str],
     papers = load_paper_results(path)
     unknown = sorted(set(paper_rows.values()) - set(papers))
     if unknown:
-        raise ValueError(f"unknown paper row(s) {', '.join(unknown)} (see {path})")
+        raise CSEUsageError(f"unknown paper row(s) {', '.join(unknown)} (see {path})")
     out = []
     for kind, title in SCORE_KINDS.items():
         rows, columns = {}, None
@@ -146,7 +149,7 @@ def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str],
             if not with_kind:
                 continue
             if len(with_kind) != len(seeds):
-                raise ValueError(f"{group}: {len(seeds) - len(with_kind)} of {len(seeds)} runs lack {kind} results")
+                raise CSEUsageError(f"{group}: {len(seeds) - len(with_kind)} of {len(seeds)} runs lack {kind} results")
             ours = aggregate_seeds(with_kind)
             columns = columns or list(ours)
             rows[group if len(seeds) == 1 else f"{group} ({len(seeds)} seeds)"] = ours
@@ -159,7 +162,7 @@ def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str],
         if rows:
             out.append(f"{title}\n\n{markdown_table(rows, columns)}")
     if not out:
-        raise ValueError("no scores to tabulate")
+        raise CSEUsageError("no scores to tabulate")
     return "\n\n".join(out)
 
 
@@ -169,17 +172,18 @@ def _paper_row_map(values: Sequence[str], groups: Sequence[str]) -> dict[str, st
         group, sep, row = value.rpartition("=")
         if not sep:
             if len(groups) != 1:
-                raise ValueError(f"--paper_row {value}: {len(groups)} groups; write GROUP=ROW")
+                raise CSEUsageError(f"--paper_row {value}: {len(groups)} groups; write GROUP=ROW")
             group = groups[0]
         if group not in groups:
-            raise ValueError(f"--paper_row {value}: no group {group!r} (groups: {', '.join(groups)})")
+            raise CSEUsageError(f"--paper_row {value}: no group {group!r} (groups: {', '.join(groups)})")
         mapping[group] = row
     return mapping
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description="Print result JSONs of senteval_eval.py / run_*.py as one table, or one beside a paper row."
+        description="Print result JSONs of senteval_eval.py / run_*.py as one table, or one beside a paper row.",
+        allow_abbrev=False,
     )
     parser.add_argument("result_json", nargs="+", help="result JSONs (with --runs: run directories or JSONs)")
     parser.add_argument(
@@ -229,4 +233,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

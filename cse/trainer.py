@@ -15,6 +15,7 @@ from accelerate.utils import broadcast_object_list
 from torch import nn
 from transformers import Trainer
 
+from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class CSETrainer(Trainer):
         self._recorded: dict[str, list[torch.Tensor]] = {}
         global_batch = self.args.per_device_train_batch_size * self.args.world_size
         if global_batch < 2:
-            raise ValueError(
+            raise CSEUsageError(
                 f"the global batch is {global_batch} sentence(s): in-batch contrastive learning needs at least 2 "
                 "(each sentence's negatives are the other sentences of the batch)"
             )
@@ -67,7 +68,7 @@ class CSETrainer(Trainer):
         """Stop a method at construction under FSDP (and, with ``zero3``, DeepSpeed ZeRO-3), whose
         sharded weights ``reason`` explains it cannot use."""
         if self.is_fsdp_enabled or (zero3 and self.zero_stage == 3):
-            raise ValueError(
+            raise CSEUsageError(
                 f"{method} does not support {'FSDP' if self.is_fsdp_enabled else 'DeepSpeed ZeRO-3'}: {reason}. "
                 "Use DDP or DeepSpeed ZeRO-2 (configs/accelerate/)"
             )

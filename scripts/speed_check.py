@@ -21,12 +21,15 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a file, not a module
+from cse.errors import CSEUsageError, run_cli  # noqa: E402
+
 
 def loss_curve(run_dir: str) -> dict[int, float]:
     """``{step: loss}`` from a run's ``trainer_state.json``."""
     path = os.path.join(run_dir, "trainer_state.json")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} not found: is {run_dir} a finished training run's output directory?")
+        raise CSEUsageError(f"{path} not found: is {run_dir} a finished training run's output directory?")
     with open(path, encoding="utf-8") as f:
         history = json.load(f)["log_history"]
     return {entry["step"]: entry["loss"] for entry in history if "loss" in entry}
@@ -35,7 +38,7 @@ def loss_curve(run_dir: str) -> dict[int, float]:
 def compare(reference: dict[int, float], other: dict[int, float]) -> dict:
     steps = sorted(set(reference) & set(other))
     if not steps:
-        raise ValueError("the two runs have no logged step in common")
+        raise CSEUsageError("the two runs have no logged step in common", hint="log both with --logging_steps 1")
     differences = [other[s] - reference[s] for s in steps]
     relative = [abs(d) / abs(reference[s]) if reference[s] else float("inf") for d, s in zip(differences, steps)]
     mean_loss = sum(abs(reference[s]) for s in steps) / len(steps)
@@ -49,7 +52,7 @@ def compare(reference: dict[int, float], other: dict[int, float]) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("reference", help="output directory of the reference run")
     parser.add_argument("other", help="output directory of the run to compare")
     parser.add_argument("--max_relative", type=float, help="fail if any step's loss differs by more (e.g. 0.02)")
@@ -71,4 +74,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main))

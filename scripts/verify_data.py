@@ -111,7 +111,7 @@ def verify(root: str, entries: list[Entry]) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("data_dir", help="the data directory (holds senteval/ and wiki1m_for_simcse.txt)")
     skip = parser.add_mutually_exclusive_group()
     skip.add_argument("--skip-corpus", action="store_true", help="check only senteval/")

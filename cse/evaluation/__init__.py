@@ -10,6 +10,8 @@ the columns of its task set and ``Avg.``; with both kinds (``full``) ``scores`` 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -42,6 +44,8 @@ DISPLAY_NAMES = {
 
 Encoder = Callable[[Sequence[str]], "np.ndarray"]
 
+logger = logging.getLogger(__name__)
+
 
 def tasks_for(task_set: str, mode: str) -> tuple[str, ...]:
     if task_set not in TASK_SETS:
@@ -58,6 +62,8 @@ class SentEvalSuite:
     task. The trainer passes a ``"dev"`` suite as its ``eval_dataset``.
     Transfer tasks train SentEval's classifiers (settings of ``mode``, seeded by ``seed``) on
     ``classifier_device`` (default: the CPU). ``tasks`` restricts the set to some of its tasks.
+    ``progress`` logs each task's score and time as it is done (the trainer's frequent dev evaluations
+    leave it off).
     """
 
     def __init__(
@@ -68,8 +74,9 @@ class SentEvalSuite:
         seed: int = 1111,
         classifier_device: str = "cpu",
         tasks: Sequence[str] | None = None,
+        progress: bool = False,
     ):
-        self.task_set, self.mode = task_set, mode
+        self.task_set, self.mode, self.progress = task_set, mode, progress
         self.tasks = tasks_for(task_set, mode)
         if tasks is not None:
             unknown = [t for t in tasks if t not in self.tasks]
@@ -102,13 +109,19 @@ class SentEvalSuite:
     def run(self, encode: Encoder) -> dict:
         """``{"task_set", "mode", "tasks": {task: details}, "scores": {column: score}, "score_groups"}``;
         ``encode`` maps a list of sentences to an ``(n, d)`` array."""
+        log = logger.info if self.progress else logger.debug
+        log("%s (%s): encoding %d sentences", self.task_set, self.mode, len(self.sentences))
+        start = time.perf_counter()
         vectors = np.asarray(encode(self.sentences))
+        log("encoded %d sentences in %.1f s", len(self.sentences), time.perf_counter() - start)
         if vectors.shape[0] != len(self.sentences):
             raise ValueError(f"encoder returned {vectors.shape[0]} embeddings for {len(self.sentences)} sentences")
         embeddings = dict(zip(self.sentences, vectors))
         details, groups = {}, {}
         for task, data in self.datasets.items():
+            start = time.perf_counter()
             if task in TRANSFER_TASKS:
+                log("%s: training the classifiers", task)
                 details[task] = score_transfer_task(
                     task, data, embeddings, self.classifier_config, self.classifier_device
                 )
@@ -118,6 +131,7 @@ class SentEvalSuite:
                 details[task] = score_sts_task(data, embeddings)
                 score, kind = 100.0 * details[task]["spearman"], "sts"
             groups.setdefault(kind, {})[DISPLAY_NAMES[task]] = score
+            log("%s: %.2f (%.1f s)", DISPLAY_NAMES[task], score, time.perf_counter() - start)
         for scores in groups.values():
             # The papers' average is that of the two-decimal scores they print (SimCSE's evaluation.py).
             scores["Avg."] = float(np.mean([round(v, 2) for v in scores.values()]))
@@ -135,5 +149,5 @@ def evaluate(
     encode: Encoder, task_set: str = "sts", mode: str = "test", senteval_data_dir: str | None = None, **kwargs
 ) -> dict:
     """Run a task set once (see :class:`SentEvalSuite`; ``kwargs``: its ``seed``, ``classifier_device``,
-    ``tasks``)."""
+    ``tasks``, ``progress``)."""
     return SentEvalSuite(task_set, mode, senteval_data_dir, **kwargs).run(encode)

@@ -32,6 +32,7 @@ from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
 from ..distributed import world_size
+from ..errors import CSEUsageError
 from ..losses.adcse import LOSS_FORMS
 from ..modeling import CSEModel
 from ..resume import resolve_checkpoint
@@ -285,7 +286,7 @@ class AdCSETrainer(CSETrainer):
         # read on the CPU: safetensors refuses device names such as DeepSpeed's "cpu:0"
         state = {name: t.to(self.args.device) for name, t in load_file(path).items()}
         if state["adversaries"].shape != self.adversaries.shape:
-            raise ValueError(
+            raise CSEUsageError(
                 f"{path} holds {tuple(state['adversaries'].shape)} adversaries, this run "
                 f"{tuple(self.adversaries.shape)} (M x d): resume with the checkpoint's --num_adversaries"
             )

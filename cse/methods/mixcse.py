@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import CSEUsageError
 from ..evaluation.analysis import largest_angle
 from ..losses.mixcse import LOSS_FORMS
 from ..trainer import CSETrainer
@@ -96,7 +97,7 @@ class MixCSETrainer(CSETrainer):
             and hasattr(self.train_dataset, "__len__")
             and len(self.train_dataset) % micro_batch == 1
         ):
-            raise ValueError(
+            raise CSEUsageError(
                 f"{len(self.train_dataset)} training sentences in batches of {micro_batch} leave a last batch of one "
                 "sentence, which MixCSE cannot mix: pass --dataloader_drop_last true or change --max_train_samples"
             )

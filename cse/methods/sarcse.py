@@ -31,6 +31,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..arguments import CSETrainingArguments, ModelArguments
+from ..errors import CSEUsageError
 from ..losses.reconstruction import SelfAdaptiveReconstructionLoss, count_tokens
 from ..modeling import CSEModel, read_cse_config
 from ..resume import resolve_checkpoint
@@ -179,7 +180,9 @@ class SARCSEModel(CSEModel):
     @classmethod
     def from_pretrained(cls, model_name_or_path: str, pooler_type: str | None = None, **backbone_kwargs):
         if pooler_type not in (None, "textcnn"):
-            raise ValueError(f"{model_name_or_path} is a SARCSE model: its embedding is Z, not pooler {pooler_type!r}")
+            raise CSEUsageError(
+                f"{model_name_or_path} is a SARCSE model: its embedding is Z, not pooler {pooler_type!r}"
+            )
         config = read_cse_config(model_name_or_path)
         weights = os.path.join(model_name_or_path, AUTOENCODER_WEIGHTS_NAME)
         if "autoencoder" not in config or not os.path.isfile(weights):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
+from ..errors import CSEUsageError
 from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead
 from ..modeling import CSEModel
 from ..pooling import masked_max, masked_mean
@@ -177,9 +178,9 @@ class SelfGuidedEncoder(CSEModel):
     ):
         super().__init__(backbone, tokenizer, pooler_type="cls_before_pooler")
         if token_pooling not in TOKEN_POOLINGS:
-            raise ValueError(f"token pooling must be one of {', '.join(TOKEN_POOLINGS)}, got {token_pooling!r}")
+            raise CSEUsageError(f"token pooling must be one of {', '.join(TOKEN_POOLINGS)}, got {token_pooling!r}")
         if sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+            raise CSEUsageError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
         embeddings = getattr(backbone, "embeddings", None)
         if embeddings is None:
             raise ValueError(f"{type(backbone).__name__} has no `embeddings` module (layer 0) to freeze")
@@ -187,7 +188,7 @@ class SelfGuidedEncoder(CSEModel):
         layers = list(range(num_layers)) if layers is None else list(layers)
         outside = [k for k in layers if not 0 <= k < num_layers]
         if outside:
-            raise ValueError(f"layers {outside} do not exist: the encoder has layers 0..{num_layers - 1}")
+            raise CSEUsageError(f"layers {outside} do not exist: the encoder has layers 0..{num_layers - 1}")
         self.token_pooling = token_pooling
         self.layers = layers
         self.sample_views = sample_views

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..distributed import all_gather_with_grad
+from ..errors import CSEUsageError
 from ..losses import cosine_logits
 from ..losses.vadvcse import DIVERGENCES, NORMS, SEARCH_OPTIONS, VirtualAdversarialLoss
 from ..modeling import CSEModel
@@ -156,7 +157,7 @@ class MLPHeadEncoder(CSEModel):
     @classmethod
     def from_encoder(cls, encoder: CSEModel, batch_norm: bool = True) -> MLPHeadEncoder:
         if encoder.pooler_type != "cls" or not encoder.mlp_only_train:
-            raise ValueError(
+            raise CSEUsageError(
                 "the MLP head follows [CLS] and is used in training only: keep --pooler_type cls and "
                 f"--mlp_only_train true (got {encoder.pooler_type!r}, mlp_only_train={encoder.mlp_only_train})"
             )
@@ -305,13 +306,13 @@ class VAdvCSETrainer(CSETrainer):
         batch = self.args.per_device_train_batch_size
         fix = "use --head mlp or linear_tanh, or a batch of at least 2 sentences per device"
         if batch < 2:
-            raise ValueError(f"the BatchNorm head cannot normalise the perturbed forward's single anchor: {fix}")
+            raise CSEUsageError(f"the BatchNorm head cannot normalise the perturbed forward's single anchor: {fix}")
         n = len(self.train_dataset) if hasattr(self.train_dataset, "__len__") else None
         if n is None or self.args.world_size > 1 or self.args.dataloader_drop_last or n % batch != 1:
             return
         batches = self.args.max_steps * self.args.gradient_accumulation_steps if self.args.max_steps > 0 else n
         if batches >= -(-n // batch):  # the training reaches the epoch's last batch
-            raise ValueError(
+            raise CSEUsageError(
                 f"{n} training sentences in batches of {batch} leave a last batch of one sentence, which the "
                 "BatchNorm head cannot normalise in the perturbed forward: use --dataloader_drop_last true"
             )
