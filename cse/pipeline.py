@@ -13,6 +13,7 @@ import transformers
 
 from .data import TwoViewCollator, build_train_dataset
 from .evaluation import SentEvalSuite
+from .losses import InfoNCELoss
 from .modeling import CSEModel
 from .results import markdown_table
 from .resume import check_best_model_loaded, find_checkpoint
@@ -46,15 +47,20 @@ def load_encoder(model_args) -> CSEModel:
     )
 
 
-def train_and_evaluate(
-    model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, method_args=None, **trainer_kwargs
-):
-    """Train ``model`` with ``loss`` (``trainer_class`` gets ``trainer_kwargs``; ``method_args``, the
-    method's dataclass, guards resumption with the rest), save the best encoder to ``output_dir`` and,
-    unless ``--final_eval none``, print and save its STS table. Returns the trainer."""
+def build_simcse(model_args, method_args=None):
+    """Unsupervised SimCSE's encoder (a fresh head on [CLS]) and InfoNCE loss, as :func:`train_and_evaluate`
+    takes them: ``(model, loss, trainer_class, trainer_kwargs)``."""
+    model = load_encoder(model_args)
+    if model.pooler_type == "cls":
+        model.reset_head()
+    return model, InfoNCELoss(temperature=model_args.temp), CSETrainer, {}
+
+
+def build_trainer(model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, **trainer_kwargs):
+    """The trainer of ``model`` and ``loss`` on the corpus ``data_args`` name (tokenised here)."""
     with training_args.main_process_first(desc="corpus tokenisation"):
         train_dataset = build_train_dataset(data_args, model.tokenizer, cache_dir=model_args.cache_dir)
-    trainer = trainer_class(
+    return trainer_class(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
@@ -66,6 +72,16 @@ def train_and_evaluate(
         senteval_data_dir=data_args.senteval_data_dir,
         **trainer_kwargs,
     )
+
+
+def train_and_evaluate(
+    model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, method_args=None, **trainer_kwargs
+):
+    """Train ``model`` with ``loss`` (``trainer_class`` gets ``trainer_kwargs``; ``method_args``, the
+    method's dataclass, guards resumption with the rest), save the best encoder to ``output_dir`` and,
+    unless ``--final_eval none``, print and save its STS table. Returns the trainer."""
+    trainer = build_trainer(model_args, data_args, training_args, model, loss, trainer_class, **trainer_kwargs)
+    train_dataset = trainer.train_dataset
     result = trainer.train(resume_from_checkpoint=find_checkpoint(model_args, data_args, training_args, method_args))
     check_best_model_loaded(trainer)
     trainer.save_encoder()
