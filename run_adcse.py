@@ -10,10 +10,8 @@ from transformers import set_seed
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.errors import run_cli
-from cse.losses import InfoNCELoss
-from cse.losses.adcse import AdversarialInfoNCELoss
-from cse.methods.adcse import AdCSEArguments, AdCSETrainer, MomentumDualEncoder
-from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
+from cse.methods.adcse import AdCSEArguments, build
+from cse.pipeline import setup_logging, train_and_evaluate
 
 
 def main(argv=None, callbacks=()):
@@ -24,35 +22,17 @@ def main(argv=None, callbacks=()):
     )
     setup_logging(training_args)
     set_seed(training_args.seed)
-    model = load_encoder(model_args)
-    if adcse_args.untied_dual_encoder:
-        model = MomentumDualEncoder.from_encoder(
-            model, momentum=adcse_args.momentum, shared_head=adcse_args.variant == "released"
-        )
-    if model.pooler_type == "cls":
-        model.reset_head()
-    if adcse_args.adversaries:
-        loss = AdversarialInfoNCELoss(
-            model.config.hidden_size,
-            adcse_args.num_adversaries,
-            model_args.temp,
-            form=adcse_args.variant,
-            adversary_temperature=adcse_args.adversary_temperature,
-        )
-    else:  # in-batch negatives only, whichever the variant: Eq. 5 without adversaries has no negatives
-        loss = InfoNCELoss(temperature=model_args.temp)
+    model, loss, trainer_class, trainer_kwargs = build(model_args, adcse_args)
     return train_and_evaluate(
         model_args,
         data_args,
         training_args,
         model,
         loss,
-        trainer_class=AdCSETrainer,
+        trainer_class=trainer_class,
         method_args=adcse_args,
         callbacks=list(callbacks),
-        adversary_learning_rate=adcse_args.adversary_learning_rate,
-        adversary_momentum=adcse_args.adversary_momentum,
-        adversary_weight_decay=adcse_args.adversary_weight_decay,
+        **trainer_kwargs,
     )
 
 

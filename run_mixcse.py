@@ -10,9 +10,8 @@ from transformers import set_seed
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.errors import run_cli
-from cse.losses.mixcse import MixCSELoss
-from cse.methods.mixcse import MixCSEArguments, MixCSETrainer
-from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
+from cse.methods.mixcse import MixCSEArguments, build
+from cse.pipeline import setup_logging, train_and_evaluate
 
 
 def main(argv=None, callbacks=()):
@@ -23,26 +22,17 @@ def main(argv=None, callbacks=()):
     )
     setup_logging(training_args)
     set_seed(training_args.seed)
-    model = load_encoder(model_args)
-    if model.pooler_type == "cls":
-        model.reset_head()
-    loss = MixCSELoss(
-        temperature=model_args.temp,
-        mix_lambda=mixcse_args.mix_lambda,
-        form=mixcse_args.variant,
-        single=mixcse_args.single,
-        stop_gradient=mixcse_args.stop_gradient,
-    )
+    model, loss, trainer_class, trainer_kwargs = build(model_args, mixcse_args)
     return train_and_evaluate(
         model_args,
         data_args,
         training_args,
         model,
         loss,
-        trainer_class=MixCSETrainer,
+        trainer_class=trainer_class,
         method_args=mixcse_args,
         callbacks=list(callbacks),
-        selection_pooler=mixcse_args.selection_pooler(model_args),
+        **trainer_kwargs,
     )
 
 

@@ -10,16 +10,8 @@ accelerate launch run_sarcse.py configs/sarcse_roberta_base.yaml
 from transformers import set_seed
 
 from cse.arguments import DataArguments, parse_args
-from cse.errors import CSEUsageError, run_cli
-from cse.losses import InfoNCELoss
-from cse.methods.sarcse import (
-    SARCSEArguments,
-    SARCSEModelArguments,
-    SARCSETrainer,
-    SARCSETrainingArguments,
-    build_model,
-    reconstruction_loss,
-)
+from cse.errors import run_cli
+from cse.methods.sarcse import SARCSEArguments, SARCSEModelArguments, SARCSETrainingArguments, build
 from cse.pipeline import setup_logging, train_and_evaluate
 from cse.resume import check_checkpoint_matches
 
@@ -30,26 +22,21 @@ def main(argv=None, callbacks=()):
     model_args, data_args, training_args, sarcse_args = parse_args(
         (SARCSEModelArguments, DataArguments, SARCSETrainingArguments, SARCSEArguments), argv
     )
-    if (model_args.pooler_type, model_args.mlp_only_train) != ("cls", True):
-        raise CSEUsageError("SARCSE's sentence embedding is Z (Eq. 4): --pooler_type and --mlp_only_train do not apply")
     setup_logging(training_args)
     set_seed(training_args.seed)
-    model = build_model(model_args, sarcse_args)
+    model, loss, trainer_class, trainer_kwargs = build(model_args, sarcse_args)
     if training_args.resume_from_checkpoint:  # before the corpus, and for --no_decoder's plain trainer too
         check_checkpoint_matches(model, training_args.resume_from_checkpoint)
-    loss = InfoNCELoss(temperature=model_args.temp)  # Eq. 11 on Z
-    common = (model_args, data_args, training_args, model, loss)
-    if not sarcse_args.decoder:  # Table 1, w/o decoder: InfoNCE on Z alone
-        return train_and_evaluate(*common, method_args=sarcse_args, callbacks=list(callbacks))
     return train_and_evaluate(
-        *common,
-        trainer_class=SARCSETrainer,
+        model_args,
+        data_args,
+        training_args,
+        model,
+        loss,
+        trainer_class=trainer_class,
         method_args=sarcse_args,
         callbacks=list(callbacks),
-        reconstruction_loss=reconstruction_loss(model, sarcse_args),
-        alpha=sarcse_args.alpha,
-        beta=sarcse_args.beta,
-        gamma=sarcse_args.gamma,
+        **trainer_kwargs,
     )
 
 

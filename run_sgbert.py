@@ -17,16 +17,8 @@ from transformers import EarlyStoppingCallback, set_seed
 
 from cse.arguments import parse_args
 from cse.errors import CSEUsageError, run_cli
-from cse.losses.sgbert import SelfGuidedLoss
-from cse.methods.sgbert import (
-    SelfGuidedEncoder,
-    SGBERTArguments,
-    SGDataArguments,
-    SGModelArguments,
-    SGTrainer,
-    SGTrainingArguments,
-)
-from cse.pipeline import check_precision, load_encoder, setup_logging, train_and_evaluate
+from cse.methods.sgbert import SGBERTArguments, SGDataArguments, SGModelArguments, SGTrainingArguments, build
+from cse.pipeline import check_precision, setup_logging, train_and_evaluate
 from cse.stsb_corpus import write_stsb_corpus
 
 
@@ -36,11 +28,6 @@ def main(argv=None, callbacks=()):
     model_args, data_args, training_args, sg_args = parse_args(
         (SGModelArguments, SGDataArguments, SGTrainingArguments, SGBERTArguments), argv
     )
-    if model_args.pooler_type != "cls_before_pooler":
-        raise CSEUsageError(
-            f"SG-BERT's sentence embedding is BERT_T's last-layer [CLS] (c_i): --pooler_type must be "
-            f"cls_before_pooler, got {model_args.pooler_type!r}"
-        )
     if sg_args.early_stopping_patience and training_args.eval_strategy == "no":
         raise CSEUsageError("--early_stopping_patience needs evaluations: set --eval_strategy steps, or pass 0")
     if sg_args.early_stopping_patience and training_args.metric_for_best_model is None:
@@ -53,18 +40,7 @@ def main(argv=None, callbacks=()):
             if training_args.local_process_index == 0:
                 write_stsb_corpus(data_args.train_file, data_args.senteval_data_dir)
     set_seed(training_args.seed)
-    encoder = load_encoder(model_args)
-    loss = SelfGuidedLoss(sg_args.loss_variant, temperature=model_args.temp, reg_lambda=sg_args.reg_lambda)
-    model = SelfGuidedEncoder(
-        encoder.backbone,
-        encoder.tokenizer,
-        token_pooling=sg_args.token_pooling,
-        layers=sg_args.layers,
-        sample_views=not loss.uses_all_views,
-        sampler=sg_args.sampler,
-        projection_size=sg_args.projection_size if sg_args.projection_head else None,
-        fixed_encoder_dropout=sg_args.fixed_encoder_dropout,
-    )
+    model, loss, trainer_class, _ = build(model_args, sg_args)
     callbacks = list(callbacks)
     if sg_args.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=sg_args.early_stopping_patience))
@@ -74,7 +50,7 @@ def main(argv=None, callbacks=()):
         training_args,
         model,
         loss,
-        trainer_class=SGTrainer,
+        trainer_class=trainer_class,
         method_args=sg_args,
         callbacks=callbacks,
     )

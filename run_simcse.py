@@ -9,8 +9,7 @@ from transformers import set_seed
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.errors import run_cli
-from cse.losses import InfoNCELoss
-from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
+from cse.pipeline import build_simcse, setup_logging, train_and_evaluate
 
 
 def main(argv=None, callbacks=()):
@@ -19,17 +18,8 @@ def main(argv=None, callbacks=()):
     model_args, data_args, training_args = parse_args((ModelArguments, DataArguments, CSETrainingArguments), argv)
     setup_logging(training_args)
     set_seed(training_args.seed)
-    model = load_encoder(model_args)
-    if model.pooler_type == "cls":
-        model.reset_head()
-    return train_and_evaluate(
-        model_args,
-        data_args,
-        training_args,
-        model,
-        InfoNCELoss(temperature=model_args.temp),
-        callbacks=list(callbacks),
-    )
+    model, loss, _, _ = build_simcse(model_args)
+    return train_and_evaluate(model_args, data_args, training_args, model, loss, callbacks=list(callbacks))
 
 
 if __name__ == "__main__":

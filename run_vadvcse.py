@@ -10,10 +10,8 @@ from transformers import set_seed
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.errors import run_cli
-from cse.losses import InfoNCELoss
-from cse.losses.vadvcse import VirtualAdversarialLoss
-from cse.methods.vadvcse import MLPHeadEncoder, VAdvCSEArguments, VAdvCSETrainer
-from cse.pipeline import load_encoder, setup_logging, train_and_evaluate
+from cse.methods.vadvcse import VAdvCSEArguments, build
+from cse.pipeline import setup_logging, train_and_evaluate
 
 
 def main(argv=None, callbacks=()):
@@ -24,25 +22,17 @@ def main(argv=None, callbacks=()):
     )
     setup_logging(training_args)
     set_seed(training_args.seed)
-    model = load_encoder(model_args)
-    if vadv_args.head == "linear_tanh":
-        if model.pooler_type == "cls":
-            model.reset_head()
-    else:
-        model = MLPHeadEncoder.from_encoder(model, batch_norm=vadv_args.head == "mlp_bn")
-    vadv_loss = VirtualAdversarialLoss(**vadv_args.search_options()) if vadv_args.vadv_lambda else None
+    model, loss, trainer_class, trainer_kwargs = build(model_args, vadv_args)
     return train_and_evaluate(
         model_args,
         data_args,
         training_args,
         model,
-        InfoNCELoss(temperature=model_args.temp),
-        trainer_class=VAdvCSETrainer,
+        loss,
+        trainer_class=trainer_class,
         method_args=vadv_args,
         callbacks=list(callbacks),
-        vadv_loss=vadv_loss,
-        vadv_lambda=vadv_args.vadv_lambda,
-        shared_dropout=vadv_args.shared_dropout,
+        **trainer_kwargs,
     )
 
 

@@ -145,6 +145,15 @@ class CSETrainingArguments(TrainingArguments):
             "the host every step, which stalls the GPU, and hides a diverging run)."
         },
     )
+    log_term_gradients: bool = field(
+        default=False,
+        metadata={
+            "help": "At each logging step, log every weighted term of the method's loss (term_<name>), the L2 norm "
+            "of its gradient on the encoder's trainable weights (term_grad_norm_<name>, one extra backward per term) "
+            "and its share of the sum of those norms (term_share_<name>). Other steps are unchanged. See "
+            "docs/diagnostics.md."
+        },
+    )
     final_eval: str = field(
         default="test",
         metadata={

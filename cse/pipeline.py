@@ -14,6 +14,7 @@ import transformers
 from .data import TwoViewCollator, build_train_dataset
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
+from .losses import InfoNCELoss
 from .modeling import CSEModel
 from .results import markdown_table
 from .resume import check_best_model_loaded, find_checkpoint
@@ -59,6 +60,33 @@ def load_encoder(model_args) -> CSEModel:
     )
 
 
+def build_simcse(model_args, method_args=None):
+    """Unsupervised SimCSE's encoder (a fresh head on [CLS]) and InfoNCE loss, as :func:`train_and_evaluate`
+    takes them: ``(model, loss, trainer_class, trainer_kwargs)``."""
+    model = load_encoder(model_args)
+    if model.pooler_type == "cls":
+        model.reset_head()
+    return model, InfoNCELoss(temperature=model_args.temp), CSETrainer, {}
+
+
+def build_trainer(model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, **trainer_kwargs):
+    """The trainer of ``model`` and ``loss`` on the corpus ``data_args`` name (tokenised here)."""
+    with training_args.main_process_first(desc="corpus tokenisation"):
+        train_dataset = build_train_dataset(data_args, model.tokenizer, cache_dir=model_args.cache_dir)
+    return trainer_class(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        data_collator=TwoViewCollator(
+            model.tokenizer, max_length=data_args.max_seq_length if data_args.pad_to_max_length else None
+        ),
+        processing_class=model.tokenizer,
+        loss=loss,
+        senteval_data_dir=data_args.senteval_data_dir,
+        **trainer_kwargs,
+    )
+
+
 def train_and_evaluate(
     model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, method_args=None, **trainer_kwargs
 ):
@@ -74,20 +102,8 @@ def train_and_evaluate(
         if training_args.final_eval != "none"
         else None
     )
-    with training_args.main_process_first(desc="corpus tokenisation"):
-        train_dataset = build_train_dataset(data_args, model.tokenizer, cache_dir=model_args.cache_dir)
-    trainer = trainer_class(
-        model=model,
-        args=training_args,
-        train_dataset=train_dataset,
-        data_collator=TwoViewCollator(
-            model.tokenizer, max_length=data_args.max_seq_length if data_args.pad_to_max_length else None
-        ),
-        processing_class=model.tokenizer,
-        loss=loss,
-        senteval_data_dir=data_args.senteval_data_dir,
-        **trainer_kwargs,
-    )
+    trainer = build_trainer(model_args, data_args, training_args, model, loss, trainer_class, **trainer_kwargs)
+    train_dataset = trainer.train_dataset
     result = trainer.train(resume_from_checkpoint=find_checkpoint(model_args, data_args, training_args, method_args))
     check_best_model_loaded(trainer)
     trainer.save_encoder()

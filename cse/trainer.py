@@ -8,12 +8,16 @@ mixed precision and accelerate/DeepSpeed launching are the stock Trainer's.
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
+from collections.abc import Callable
 
 import torch
 from accelerate.utils import broadcast_object_list
 from torch import nn
 from transformers import Trainer
+from transformers.trainer_utils import IntervalStrategy
 
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
@@ -22,6 +26,31 @@ logger = logging.getLogger(__name__)
 
 # Trainer metric names (SimCSE's), Spearman on a 0-1 scale.
 DEV_METRICS = {"STS-B": "stsb_spearman", "SICK-R": "sickr_spearman", "Avg.": "avg_sts"}
+
+
+def total(terms: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The sum of the terms, left to right, with no operator beyond the additions."""
+    return functools.reduce(operator.add, terms.values())
+
+
+def term_gradients(terms: dict[str, torch.Tensor], parameters: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """For each weighted term t of a loss: its value (``term_<t>``), ||g_t||, the L2 norm over all
+    ``parameters`` of its own gradient (``term_grad_norm_<t>``; one ``autograd.grad`` per term, which
+    keeps the graph for the loss's backward), and its share ||g_t|| / sum_s ||g_s||
+    (``term_share_<t>``; the shares sum to 1, or are 0 if no term moves the parameters). A share is a
+    ratio of norms, not of the loss's gradient norm: terms whose gradients cancel each other still
+    add up."""
+    norms = []
+    for value in terms.values():
+        grads = torch.autograd.grad(value, parameters, retain_graph=True, allow_unused=True)
+        grads = [g for g in grads if g is not None]
+        norms.append(torch.stack(torch._foreach_norm(grads)).norm() if grads else value.new_zeros(()).detach())
+    norms = torch.stack([n.to(norms[0].dtype) for n in norms])
+    shares = norms / norms.sum().clamp_min(torch.finfo(norms.dtype).tiny)
+    stats = {}
+    for (name, value), norm, share in zip(terms.items(), norms, shares):
+        stats.update({f"term_{name}": value.detach(), f"term_grad_norm_{name}": norm, f"term_share_{name}": share})
+    return stats
 
 
 class CSETrainer(Trainer):
@@ -74,9 +103,37 @@ class CSETrainer(Trainer):
             )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, terms, outputs = self.loss_terms(model, inputs)
+        if self.is_term_logging_step(model):
+            self.record_training_metrics(**term_gradients(terms(), self.encoder_parameters()))
+        return (loss, outputs) if return_outputs else loss
+
+    def loss_terms(self, model, inputs) -> tuple[torch.Tensor, Callable[[], dict[str, torch.Tensor]], dict]:
+        """``(loss, terms, outputs)`` of one batch: ``terms()`` gives the weighted terms of the loss by
+        name (they sum to it); it is called at the steps that log them only (``--log_term_gradients``),
+        so that a term that costs operators to separate costs them there alone. A method with several
+        terms overrides this and calls ``super().loss_terms`` for the contrastive one, if it is the
+        base's."""
         views = model(**inputs)
         loss = self.loss_fn(views[:, 0], views[:, 1])
-        return (loss, {"embeddings": views}) if return_outputs else loss
+        return loss, lambda: {"contrastive": loss}, {"embeddings": views}
+
+    def is_term_logging_step(self, model) -> bool:
+        """Whether the training step under way ends in a log line (``--log_term_gradients``), from the
+        step count alone (no host sync): the Trainer logs after the step that makes ``global_step`` a
+        multiple of ``logging_steps`` (and after the first, with ``logging_first_step``)."""
+        if not (self.args.log_term_gradients and model.training):
+            return False
+        step = self.state.global_step + 1
+        return (step == 1 and self.args.logging_first_step) or (
+            self.args.logging_strategy == IntervalStrategy.STEPS and step % self.state.logging_steps == 0
+        )
+
+    def encoder_parameters(self) -> list[torch.Tensor]:
+        """The trainable weights of the encoder that every term of the loss reaches (the backbone;
+        not the heads, adversaries or decoders of single terms): where term gradients are measured."""
+        backbone = self.accelerator.unwrap_model(self.model).backbone
+        return [p for p in backbone.parameters() if p.requires_grad]
 
     def record_training_metrics(self, **values: torch.Tensor) -> None:
         """Add method-specific scalars (e.g. mean positive score) to the next training log line; each

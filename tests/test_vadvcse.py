@@ -549,8 +549,9 @@ def test_resume_equals_an_uninterrupted_run(tiny_bert, tmp_path):
 @pytest.mark.parametrize("normalize", [True, False], ids=["normalized", "raw"])
 @pytest.mark.parametrize("norm", ["l2", "linf"])
 def test_one_ascent_step_equals_its_closed_form(norm, normalize):
-    """With perturbed logits = clean + r, F = mean_i KL(p_i || q_i) has gradient (q - p) / n in r:
-    Algorithm 1's step, written out in float64."""
+    """With perturbed logits = clean + r, example i's F_i = KL(p_i || q_i) has gradient q_i - p_i in
+    r_i: Algorithm 1's step "for all x", eta g_i for each example (not eta g_i / n, the gradient of
+    the batch mean), written out in float64."""
     g = torch.Generator().manual_seed(5)
     clean = torch.randn(3, 4, generator=g, dtype=torch.float64)
     noise = torch.randn(3, 4, generator=g, dtype=torch.float64)
@@ -568,7 +569,7 @@ def test_one_ascent_step_equals_its_closed_form(norm, normalize):
     )
     c, r0 = clean.numpy(), sigma * noise.numpy()
     softmax = lambda x: np.exp(x) / np.exp(x).sum(1, keepdims=True)  # noqa: E731
-    grad = (softmax(c + r0) - softmax(c)) / 3
+    grad = softmax(c + r0) - softmax(c)
     if normalize:
         step = grad / np.linalg.norm(grad, axis=1, keepdims=True) if norm == "l2" else np.sign(grad)
     else:

@@ -108,6 +108,16 @@ class AdversarialInfoNCELoss(nn.Module):
             }
         return loss
 
+    def without_adversaries(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+        """L with the adversaries' columns left out of the softmax: the in-batch InfoNCE (released), 0
+        (paper: the positive alone). L minus it is what the adversaries add to q's loss."""
+        if self.gather_across_devices:
+            anchors, positives = all_gather_with_grad(anchors), all_gather_with_grad(positives)
+        n = anchors.shape[0]
+        labels = torch.arange(n, device=anchors.device) if self.in_batch_negatives else anchors.new_zeros(n).long()
+        logits = self.logits(anchors, positives, adversaries=self.adversaries.detach())
+        return F.cross_entropy(logits[:, : -self.num_adversaries], labels)
+
     def get_config_dict(self) -> dict:
         return {
             "num_adversaries": self.num_adversaries,

@@ -4,12 +4,17 @@ For the N real tokens w_1..w_N of a sentence (``<s>``, ``</s>`` and padding are 
 their states x_i and the autoencoder's reconstructions x'_i (:mod:`cse.textcnn`):
 
     f(w)  = max(theta, 1 - lambda * freq(w))                      (Eq. 8; theta = 0.1, lambda = 50)
-    L_R   = (1/N) sum_i f(w_i) * MSE(x_i, x'_i)                    (Eq. 9; MSE: mean over the d dims)
+    L_R   = (1/N) sum_i f(w_i) * MSE(x_i, x'_i)                    (Eq. 9)
     L_R+  = the same for the second dropout view X+                 (Eq. 10)
 
 freq(w) is w's count over the count of all tokens of the training sentences, as they are trained on
 (tokenised and truncated to ``max_seq_length``), special tokens and padding not counted. The batch
 loss is the mean of the sentences' L_R; a sentence with no real token (N = 0) contributes 0.
+
+The paper does not say how MSE reduces over the d hidden dimensions: ``reduction="mean"`` (the
+default, ``torch.nn.MSELoss``'s, which the paper names) or ``"sum"`` (the squared distance, d times
+larger: 768 for RoBERTa-base, which gives beta L_R a share of the gradient of the size Table 1's
+"w/o decoder" ablation implies; docs/diagnostics.md measures both).
 
 ``self_adaptive=False`` is Table 1's plain-MSE ablation: f = 1 for every real token, and no
 frequency table. Special tokens and padding weigh 0 in both.
@@ -23,6 +28,8 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 from torch import nn
+
+REDUCTIONS = ("mean", "sum")
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +57,7 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
     theta: theta in Eq. 8, the smallest weight of a real token.
     freq_lambda: lambda in Eq. 8.
     self_adaptive: Eq. 8's weights (True) or the plain MSE of Table 1's ablation (all weights 1).
+    reduction: MSE over the hidden dimensions, ``mean`` or ``sum``.
     """
 
     def __init__(
@@ -59,8 +67,11 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
         theta: float = 0.1,
         freq_lambda: float = 50.0,
         self_adaptive: bool = True,
+        reduction: str = "mean",
     ):
         super().__init__()
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
         if not 0.0 <= theta <= 1.0:
             raise ValueError(f"theta must lie in [0, 1] (a weight floor under 1 - lambda freq), got {theta}")
         if freq_lambda < 0:
@@ -68,6 +79,7 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
         self.theta = theta
         self.freq_lambda = freq_lambda
         self.self_adaptive = self_adaptive
+        self.reduction = reduction
         self.special_ids = sorted(set(special_ids))
         self.register_buffer("special_id_tensor", torch.tensor(self.special_ids, dtype=torch.long), persistent=False)
         # Counted once on the training sentences (set_counts); the trainer saves it with every
@@ -115,10 +127,16 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
         ``token_ids`` and ``mask`` (B, L), mask 0 at padding. N counts the real tokens: neither
         padding nor special ids."""
         with torch.autocast(states.device.type, enabled=False):
-            mse = (states.float() - reconstruction.float()).pow(2).mean(-1)  # (B, L)
+            squared = (states.float() - reconstruction.float()).pow(2)
+            mse = squared.sum(-1) if self.reduction == "sum" else squared.mean(-1)  # (B, L)
             real = (mask.bool() & ~self.is_special(token_ids)).float()
             n = real.sum(1)
             return (self.token_weights(token_ids) * real * mse).sum(1) / n.clamp_min(1.0)
 
     def get_config_dict(self) -> dict:
-        return {"theta": self.theta, "freq_lambda": self.freq_lambda, "self_adaptive": self.self_adaptive}
+        return {
+            "theta": self.theta,
+            "freq_lambda": self.freq_lambda,
+            "self_adaptive": self.self_adaptive,
+            "reduction": self.reduction,
+        }

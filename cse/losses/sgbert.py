@@ -102,10 +102,16 @@ class SelfGuidedLoss(nn.Module):
         logits = torch.cat([torch.cat([c_to_c, c_to_h], 1), torch.cat([c_to_h.T, h_to_h], 1)], 0)
         return F.cross_entropy(logits, torch.cat([labels + b, labels]))
 
-    def forward(self, embeddings: torch.Tensor, views: torch.Tensor, parameter_distance: torch.Tensor) -> torch.Tensor:
+    def terms(self, embeddings, views, parameter_distance) -> dict[str, torch.Tensor]:
+        """The two terms of the loss, ``{"contrastive": ..., "regularization": lambda * L_reg}``."""
         if self.gather_across_devices:
             embeddings, views = all_gather_with_grad(embeddings), all_gather_with_grad(views)
-        return self.contrastive(embeddings, views) + self.reg_lambda * parameter_distance
+        contrastive = self.contrastive(embeddings, views)
+        return {"contrastive": contrastive, "regularization": self.reg_lambda * parameter_distance}
+
+    def forward(self, embeddings: torch.Tensor, views: torch.Tensor, parameter_distance: torch.Tensor) -> torch.Tensor:
+        terms = self.terms(embeddings, views, parameter_distance)
+        return terms["contrastive"] + terms["regularization"]
 
     def get_config_dict(self) -> dict:
         return {

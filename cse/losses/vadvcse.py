@@ -15,7 +15,14 @@ anchor's softmax over the in-batch candidates) is the trainer's business
 The text says the norm type (L2 or L-infinity) is used "to constrain the gradient" as well as the
 ball: the ascent direction is the steepest-ascent direction of that norm, g / ||g||_2 (Eq. 3) or
 sign(g) (Eq. 4), as in PGD (Madry et al., 2018) and SMART (Jiang et al., 2020).
-``normalize_gradient=False`` takes the raw gradient, Algorithm 1's line as printed.
+``normalize_gradient=False`` takes the raw gradient, Algorithm 1's line as printed. Algorithm 1
+updates r "for all x": g_i is the gradient of example i's own F_i, so the search differentiates the
+sum of F over the anchors (the gradient of their mean would shrink each example's raw step to
+eta / N; the normalised directions do not depend on that scale).
+
+The paper leaves open how F of the N anchors makes L_vadv: ``reduction="mean"`` (the default, the
+usual reading of a per-example divergence, as in SMART and Miyato et al.) or ``"sum"`` over the
+batch, N times larger (Sect. 5's L_vadv ~ 100 L_cont is out of reach of a JS mean, at most ln 2).
 
 The divergences are computed in float64: at the small perturbations of the default settings the
 clean and perturbed distributions agree to ~1e-5, below float32's resolution of their logarithms.
@@ -35,6 +42,7 @@ DIVERGENCES = ("kl", "symmetric_kl", "js")
 NORMS = ("l2", "linf")
 # The options of the perturbation search (constructor arguments of VirtualAdversarialLoss).
 SEARCH_OPTIONS = ("divergence", "norm", "sigma", "epsilon", "step_size", "num_steps", "normalize_gradient")
+REDUCTIONS = ("mean", "sum")
 
 
 def _log_probs(logits: torch.Tensor) -> torch.Tensor:
@@ -102,8 +110,9 @@ def virtual_adversarial_loss(
     step_size: float = 1e-3,
     num_steps: int = 1,
     normalize_gradient: bool = True,
+    reduction: str = "mean",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Algorithm 1: the perturbation r_vadv and L_vadv = mean over rows of F(clean, perturbed(r_vadv)).
+    """Algorithm 1: the perturbation r_vadv and L_vadv = mean (or sum) over rows of F(clean, perturbed(r_vadv)).
 
     Args:
         clean_logits: ``(n, c)`` logits of p(y|x, theta_hat); detached here, so they are a constant.
@@ -111,7 +120,9 @@ def virtual_adversarial_loss(
         noise: a standard normal draw shaped like r; the random start is ``sigma * noise``.
         mask: ``noise``'s leading dimensions, 1 where r may be non-zero (real tokens), 0 elsewhere.
         divergence_name, norm, sigma, epsilon, step_size, num_steps: F, ||.||_p, sigma, eps, eta, K.
-        normalize_gradient: step along the norm's steepest-ascent direction (default) or along g.
+        normalize_gradient: step along the norm's steepest-ascent direction (default) or along g_i,
+            the gradient of example i's F_i.
+        reduction: ``mean`` or ``sum`` of F over the rows.
 
     Returns ``(r_vadv, L_vadv)``: r detached; L_vadv (float64) carries the gradient of the last
     ``perturbed_logits(r_vadv)`` call only. The search's gradients are taken with respect to r alone,
@@ -122,6 +133,8 @@ def virtual_adversarial_loss(
     """
     if num_steps < 1:
         raise ValueError(f"num_steps (K) must be at least 1, got {num_steps}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"unknown reduction {reduction!r}; choose one of {', '.join(REDUCTIONS)}")
     clean_logits = clean_logits.detach()
     keep = None if mask is None else mask.reshape(*mask.shape, *([1] * (noise.dim() - mask.dim()))).to(noise.dtype)
     masked = (lambda t: t) if keep is None else (lambda t: t * keep)  # noqa: E731
@@ -129,13 +142,13 @@ def virtual_adversarial_loss(
     for _ in range(num_steps):
         r = r.detach().requires_grad_(True)
         with torch.enable_grad():
-            f = divergence(divergence_name, clean_logits, perturbed_logits(r)).mean()
+            f = divergence(divergence_name, clean_logits, perturbed_logits(r)).sum()
             (g,) = torch.autograd.grad(f, r)
         g = g / world_size()
         step = ascent_direction(masked(g), norm) if normalize_gradient else g
         r = masked(project(r.detach() + step_size * step, epsilon, norm))
-    loss = divergence(divergence_name, clean_logits, perturbed_logits(r)).mean()
-    return r, loss
+    f = divergence(divergence_name, clean_logits, perturbed_logits(r))
+    return r, f.sum() if reduction == "sum" else f.mean()
 
 
 class VirtualAdversarialLoss(nn.Module):
@@ -148,7 +161,7 @@ class VirtualAdversarialLoss(nn.Module):
         epsilon: radius of the ball.
         step_size: eta.
         num_steps: K (1 in the paper, after Miyato et al., 2018).
-        normalize_gradient: see :func:`virtual_adversarial_loss`.
+        normalize_gradient, reduction: see :func:`virtual_adversarial_loss`.
     """
 
     def __init__(
@@ -160,6 +173,7 @@ class VirtualAdversarialLoss(nn.Module):
         step_size: float = 1e-3,
         num_steps: int = 1,
         normalize_gradient: bool = True,
+        reduction: str = "mean",
     ):
         super().__init__()
         if divergence not in DIVERGENCES:
@@ -170,9 +184,11 @@ class VirtualAdversarialLoss(nn.Module):
             raise ValueError(f"need sigma >= 0, step_size >= 0, epsilon > 0; got {sigma}, {step_size}, {epsilon}")
         if num_steps < 1:
             raise ValueError(f"num_steps (K) must be at least 1, got {num_steps}")
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"unknown reduction {reduction!r}; choose one of {', '.join(REDUCTIONS)}")
         self.divergence, self.norm = divergence, norm
         self.sigma, self.epsilon, self.step_size, self.num_steps = sigma, epsilon, step_size, num_steps
-        self.normalize_gradient = normalize_gradient
+        self.normalize_gradient, self.reduction = normalize_gradient, reduction
 
     def forward(self, clean_logits, perturbed_logits, noise, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
         return virtual_adversarial_loss(
@@ -187,7 +203,8 @@ class VirtualAdversarialLoss(nn.Module):
             step_size=self.step_size,
             num_steps=self.num_steps,
             normalize_gradient=self.normalize_gradient,
+            reduction=self.reduction,
         )
 
     def get_config_dict(self) -> dict:
-        return {name: getattr(self, name) for name in SEARCH_OPTIONS}
+        return {name: getattr(self, name) for name in (*SEARCH_OPTIONS, "reduction")}

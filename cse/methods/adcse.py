@@ -33,8 +33,10 @@ from transformers import TrainerCallback
 
 from ..distributed import world_size
 from ..errors import CSEUsageError
-from ..losses.adcse import LOSS_FORMS
+from ..losses import InfoNCELoss
+from ..losses.adcse import LOSS_FORMS, AdversarialInfoNCELoss
 from ..modeling import CSEModel
+from ..pipeline import load_encoder
 from ..resume import resolve_checkpoint
 from ..trainer import CSETrainer
 
@@ -238,11 +240,21 @@ class AdCSETrainer(CSETrainer):
                 dist.broadcast(self.adversaries.data, src=0)
         self.add_callback(_AdCSEUpdates(self))
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        if model.training:
-            self.record_training_metrics(**getattr(self.loss_fn, "statistics", {}))
-        return result
+    def loss_terms(self, model, inputs):
+        loss, terms, outputs = super().loss_terms(model, inputs)
+        if not model.training:
+            return loss, terms, outputs
+        self.record_training_metrics(**getattr(self.loss_fn, "statistics", {}))
+        if self.adversaries is None:
+            return loss, terms, outputs
+
+        def split():
+            # q's loss without the adversaries in its softmax, and what they add to it
+            views = outputs["embeddings"]
+            in_batch = self.loss_fn.without_adversaries(views[:, 0], views[:, 1])
+            return {"contrastive": in_batch, "adversaries": loss - in_batch}
+
+        return loss, split, outputs
 
     @property
     def dual_encoder(self) -> MomentumDualEncoder | None:
@@ -394,3 +406,30 @@ class _AdCSEUpdates(TrainerCallback):
             trainer.master_momentum_update()
         elif trainer.dual_encoder is not None:
             trainer.dual_encoder.momentum_update()
+
+
+def build(model_args, adcse_args: AdCSEArguments):
+    """AdCSE's model and loss as ``run_adcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
+    model = load_encoder(model_args)
+    if adcse_args.untied_dual_encoder:
+        model = MomentumDualEncoder.from_encoder(
+            model, momentum=adcse_args.momentum, shared_head=adcse_args.variant == "released"
+        )
+    if model.pooler_type == "cls":
+        model.reset_head()
+    if adcse_args.adversaries:
+        loss = AdversarialInfoNCELoss(
+            model.config.hidden_size,
+            adcse_args.num_adversaries,
+            model_args.temp,
+            form=adcse_args.variant,
+            adversary_temperature=adcse_args.adversary_temperature,
+        )
+    else:  # in-batch negatives only, whichever the variant: Eq. 5 without adversaries has no negatives
+        loss = InfoNCELoss(temperature=model_args.temp)
+    trainer_kwargs = {
+        "adversary_learning_rate": adcse_args.adversary_learning_rate,
+        "adversary_momentum": adcse_args.adversary_momentum,
+        "adversary_weight_decay": adcse_args.adversary_weight_decay,
+    }
+    return model, loss, AdCSETrainer, trainer_kwargs

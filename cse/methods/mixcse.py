@@ -25,7 +25,8 @@ import numpy as np
 
 from ..errors import CSEUsageError
 from ..evaluation.analysis import largest_angle
-from ..losses.mixcse import LOSS_FORMS
+from ..losses.mixcse import LOSS_FORMS, MixCSELoss
+from ..pipeline import load_encoder
 from ..trainer import CSETrainer
 
 
@@ -126,3 +127,18 @@ class MixCSETrainer(CSETrainer):
             angle = largest_angle(np.stack([encoded[s] for s in sentences]))
             report["analysis"] = {**report.get("analysis", {}), "stsb_largest_angle": angle}
         return report
+
+
+def build(model_args, mixcse_args: MixCSEArguments):
+    """MixCSE's model and loss as ``run_mixcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
+    model = load_encoder(model_args)
+    if model.pooler_type == "cls":
+        model.reset_head()
+    loss = MixCSELoss(
+        temperature=model_args.temp,
+        mix_lambda=mixcse_args.mix_lambda,
+        form=mixcse_args.variant,
+        single=mixcse_args.single,
+        stop_gradient=mixcse_args.stop_gradient,
+    )
+    return model, loss, MixCSETrainer, {"selection_pooler": mixcse_args.selection_pooler(model_args)}

@@ -32,7 +32,8 @@ from safetensors.torch import load_file, save_file
 
 from ..arguments import CSETrainingArguments, ModelArguments
 from ..errors import CSEUsageError
-from ..losses.reconstruction import SelfAdaptiveReconstructionLoss, count_tokens
+from ..losses import InfoNCELoss
+from ..losses.reconstruction import REDUCTIONS, SelfAdaptiveReconstructionLoss, count_tokens
 from ..modeling import CSEModel, read_cse_config
 from ..resume import resolve_checkpoint
 from ..textcnn import TextCNNAutoEncoder
@@ -77,10 +78,25 @@ class SARCSEArguments:
         default=False,
         metadata={"help": "Stop L_R's gradient through the target X (default: Eq. 9's gradient reaches both sides)."},
     )
+    reconstruction_reduction: str = field(
+        default="mean",
+        metadata={
+            "help": "MSE of Eq. 9 over the d hidden dimensions: mean (torch's MSELoss, the default) or sum (d times "
+            "larger). docs/diagnostics.md measures both.",
+            "choices": REDUCTIONS,
+        },
+    )
 
     def __post_init__(self):
         defaults = {f.name: f.default for f in fields(self) if f.name != "kernel_sizes"}
-        reconstruction = ("alpha", "beta", "gamma", "theta", "freq_lambda", "plain_mse", "detach_target")
+        if self.reconstruction_reduction not in REDUCTIONS:
+            raise ValueError(
+                f"--reconstruction_reduction must be one of {', '.join(REDUCTIONS)}, "
+                f"got {self.reconstruction_reduction!r}"
+            )
+        reconstruction = (
+            "alpha", "beta", "gamma", "theta", "freq_lambda", "plain_mse", "detach_target", "reconstruction_reduction"
+        )  # fmt: skip
         changed = [name for name in reconstruction if getattr(self, name) != defaults[name]]
         if not self.decoder and changed:
             raise ValueError(f"--{', --'.join(changed)} set, but --no_decoder leaves no reconstruction loss")
@@ -226,27 +242,35 @@ class ReconstructionMixin:
             reconstruction_loss.get_config_dict(),
         )
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        contrastive, outputs = result if return_outputs else (result, None)
+    def loss_terms(self, model, inputs):
+        contrastive, contrastive_terms, outputs = super().loss_terms(model, inputs)
         batch = self.accelerator.unwrap_model(model).pop_reconstruction()
         if batch is None:
             if model.training:
                 raise RuntimeError("the model's training forward left no reconstruction")
-            loss = self.alpha * contrastive
-        else:
-            views = inputs["input_ids"].shape[1]
-            if views != 2:
-                raise ValueError(f"L_R and L_R+ need two views of each sentence, got {views}")
-            per_sentence = self.reconstruction_loss(batch.target, batch.reconstruction, batch.token_ids, batch.mask)
-            reconstruction, reconstruction_positive = per_sentence.view(-1, views).mean(0)
-            loss = self.alpha * contrastive + self.beta * reconstruction + self.gamma * reconstruction_positive
-            self.record_training_metrics(
-                contrastive_loss=contrastive,
-                reconstruction_loss=reconstruction,
-                reconstruction_loss_positive=reconstruction_positive,
-            )
-        return (loss, outputs) if return_outputs else loss
+            return self.alpha * contrastive, lambda: {"contrastive": self.alpha * contrastive}, outputs
+        views = inputs["input_ids"].shape[1]
+        if views != 2:
+            raise ValueError(f"L_R and L_R+ need two views of each sentence, got {views}")
+        per_sentence = self.reconstruction_loss(batch.target, batch.reconstruction, batch.token_ids, batch.mask)
+        reconstruction, reconstruction_positive = per_sentence.view(-1, views).mean(0)
+        loss = self.alpha * contrastive + self.beta * reconstruction + self.gamma * reconstruction_positive
+        self.record_training_metrics(
+            contrastive_loss=contrastive,
+            reconstruction_loss=reconstruction,
+            reconstruction_loss_positive=reconstruction_positive,
+        )
+
+        def terms():
+            # alpha scales each of the trainer's own terms (Eq. 12's alpha L_I)
+            weighted = {name: self.alpha * value for name, value in contrastive_terms().items()}
+            reconstruction_terms = {
+                "reconstruction": self.beta * reconstruction,
+                "reconstruction_positive": self.gamma * reconstruction_positive,
+            }
+            return {**weighted, **reconstruction_terms}
+
+        return loss, terms, outputs
 
     def count_token_frequencies(self) -> None:
         counts = count_tokens(
@@ -323,6 +347,24 @@ def build_model(model_args: ModelArguments, sarcse_args: SARCSEArguments) -> SAR
     return SARCSEModel(encoder.backbone, encoder.tokenizer, autoencoder, detach_target=sarcse_args.detach_target)
 
 
+def build(model_args: ModelArguments, sarcse_args: SARCSEArguments):
+    """SARCSE's model and losses as ``run_sarcse.py`` trains them: ``(model, loss, trainer_class,
+    trainer_kwargs)``; with ``--no_decoder`` (Table 1), InfoNCE on Z alone and the plain trainer."""
+    if (model_args.pooler_type, model_args.mlp_only_train) != ("cls", True):
+        raise CSEUsageError("SARCSE's sentence embedding is Z (Eq. 4): --pooler_type and --mlp_only_train do not apply")
+    model = build_model(model_args, sarcse_args)
+    loss = InfoNCELoss(temperature=model_args.temp)  # Eq. 11 on Z
+    if not sarcse_args.decoder:
+        return model, loss, CSETrainer, {}
+    trainer_kwargs = {
+        "reconstruction_loss": reconstruction_loss(model, sarcse_args),
+        "alpha": sarcse_args.alpha,
+        "beta": sarcse_args.beta,
+        "gamma": sarcse_args.gamma,
+    }
+    return model, loss, SARCSETrainer, trainer_kwargs
+
+
 def reconstruction_loss(model: SARCSEModel, sarcse_args: SARCSEArguments) -> SelfAdaptiveReconstructionLoss:
     return SelfAdaptiveReconstructionLoss(
         len(model.tokenizer),
@@ -330,6 +372,7 @@ def reconstruction_loss(model: SARCSEModel, sarcse_args: SARCSEArguments) -> Sel
         theta=sarcse_args.theta,
         freq_lambda=sarcse_args.freq_lambda,
         self_adaptive=not sarcse_args.plain_mse,
+        reduction=sarcse_args.reconstruction_reduction,
     )
 
 
@@ -340,6 +383,7 @@ __all__ = [
     "SARCSETrainer",
     "SARCSETrainingArguments",
     "ReconstructionMixin",
+    "build",
     "build_model",
     "reconstruction_loss",
 ]

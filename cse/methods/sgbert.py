@@ -30,11 +30,12 @@ import torch
 
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
 from ..errors import CSEUsageError
-from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead
+from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead, SelfGuidedLoss
 from ..modeling import CSEModel
+from ..pipeline import load_encoder
 from ..pooling import masked_max, masked_mean
 from ..resume import resolve_checkpoint
-from ..trainer import CSETrainer
+from ..trainer import CSETrainer, total
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,14 @@ class SGModelArguments(ModelArguments):
         metadata={"help": "c_i, and the embedding after training: BERT_T's last-layer [CLS] with no head (Sect. 3.1)."},
     )
     temp: float = field(default=0.01, metadata={"help": "tau of phi (Table 8: 0.01)."})
+
+    def __post_init__(self):
+        if self.pooler_type != "cls_before_pooler":
+            raise ValueError(
+                f"SG-BERT's sentence embedding is BERT_T's last-layer [CLS] (c_i): --pooler_type must be "
+                f"cls_before_pooler, got {self.pooler_type!r}"
+            )
+        super().__post_init__()
 
 
 @dataclass
@@ -215,13 +224,15 @@ class SelfGuidedEncoder(CSEModel):
         return [(name, p, fixed[name]) for name, p in self.backbone.named_parameters() if p.requires_grad]
 
     def parameter_distance(self) -> torch.Tensor:
-        """L_reg = ||theta_F - theta_T||_2^2, in float32: one multi-tensor difference and norm over
-        all parameters. The lists are built once (moving or loading the module keeps its parameter
-        objects; walking the modules of two encoders costs a millisecond a step)."""
+        """L_reg = ||theta_F - theta_T||_2^2, in float32 (float64 for float64 weights): one multi-tensor
+        difference and norm over all parameters. The lists are built once (moving or loading the module
+        keeps its parameter objects; walking the modules of two encoders costs a millisecond a step)."""
         if self._parameter_lists is None:
             pairs = self.parameter_pairs()
             self._parameter_lists = ([t for _, t, _ in pairs], [f for _, _, f in pairs])
-        norms = torch._foreach_norm(torch._foreach_sub(*self._parameter_lists), 2, dtype=torch.float32)
+        tuned = self._parameter_lists[0]
+        dtype = torch.promote_types(tuned[0].dtype, torch.float32)  # _foreach_norm refuses to narrow
+        norms = torch._foreach_norm(torch._foreach_sub(*self._parameter_lists), 2, dtype=dtype)
         return torch.stack(norms).pow(2).sum()
 
     def layer_views(self, hidden_states, attention_mask) -> torch.Tensor:
@@ -277,13 +288,30 @@ class SGTrainer(CSETrainer):
         # ZeRO-2 keeps whole weights on every process (it shards the optimizer state and gradients).
         self.refuse_sharding("SG-BERT", "L_reg reads every weight of BERT_T and BERT_F whole, outside their forwards")
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+    def loss_terms(self, model, inputs):
         outputs = model(**inputs)
-        loss = self.loss_fn(outputs["embeddings"], outputs["views"], outputs["parameter_distance"])
+        terms = self.loss_fn.terms(outputs["embeddings"], outputs["views"], outputs["parameter_distance"])
         if model.training:
             self.record_training_metrics(parameter_distance=outputs["parameter_distance"])
-        return (loss, outputs) if return_outputs else loss
+        return total(terms), lambda: terms, outputs
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+
+def build(model_args, sg_args: SGBERTArguments):
+    """SG-BERT's model and loss as ``run_sgbert.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
+    encoder = load_encoder(model_args)
+    loss = SelfGuidedLoss(sg_args.loss_variant, temperature=model_args.temp, reg_lambda=sg_args.reg_lambda)
+    model = SelfGuidedEncoder(
+        encoder.backbone,
+        encoder.tokenizer,
+        token_pooling=sg_args.token_pooling,
+        layers=sg_args.layers,
+        sample_views=not loss.uses_all_views,
+        sampler=sg_args.sampler,
+        projection_size=sg_args.projection_size if sg_args.projection_head else None,
+        fixed_encoder_dropout=sg_args.fixed_encoder_dropout,
+    )
+    return model, loss, SGTrainer, {}

@@ -34,10 +34,11 @@ from torch import nn
 
 from ..distributed import all_gather_with_grad
 from ..errors import CSEUsageError
-from ..losses import cosine_logits
-from ..losses.vadvcse import DIVERGENCES, NORMS, SEARCH_OPTIONS, VirtualAdversarialLoss
+from ..losses import InfoNCELoss, cosine_logits
+from ..losses.vadvcse import DIVERGENCES, NORMS, REDUCTIONS, SEARCH_OPTIONS, VirtualAdversarialLoss
 from ..modeling import CSEModel
-from ..trainer import CSETrainer
+from ..pipeline import load_encoder
+from ..trainer import CSETrainer, total
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,15 @@ class VAdvCSEArguments:
         default=True,
         metadata={
             "help": "Step along the norm's steepest-ascent direction, g/||g||_2 or sign(g) (Eqs. 3-4); "
-            "--no_normalize_gradient: along the raw gradient, Algorithm 1 as printed."
+            "--no_normalize_gradient: eta times each example's own raw gradient, Algorithm 1 as printed."
+        },
+    )
+    vadv_reduction: str = field(
+        default="mean",
+        metadata={
+            "help": "L_vadv from F of the batch's anchors: mean (the per-example reading of Eq. 8) or sum (N times "
+            "larger; the order of Sect. 5's L_vadv ~ 100 L_cont). docs/diagnostics.md measures both.",
+            "choices": REDUCTIONS,
         },
     )
     shared_dropout: bool = field(
@@ -92,13 +101,15 @@ class VAdvCSEArguments:
             raise ValueError(f"--divergence must be one of {', '.join(DIVERGENCES)}, got {self.divergence!r}")
         if self.norm not in NORMS:
             raise ValueError(f"--norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
+        if self.vadv_reduction not in REDUCTIONS:
+            raise ValueError(f"--vadv_reduction must be one of {', '.join(REDUCTIONS)}, got {self.vadv_reduction!r}")
         if self.head not in HEADS:
             raise ValueError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}")
         if self.vadv_lambda < 0:
             raise ValueError(f"--vadv_lambda must not be negative, got {self.vadv_lambda}")
         if self.vadv_lambda == 0:
             defaults = {f.name: f.default for f in fields(self)}
-            search = (*self.search_options(), "shared_dropout")
+            search = (*SEARCH_OPTIONS, "vadv_reduction", "shared_dropout")
             changed = [name for name in search if getattr(self, name) != defaults[name]]
             if changed:
                 raise ValueError(f"--{', --'.join(changed)} set, but --vadv_lambda 0 leaves no adversarial term")
@@ -106,7 +117,8 @@ class VAdvCSEArguments:
             VirtualAdversarialLoss(**self.search_options())  # refuses bad values now, not at the first step
 
     def search_options(self) -> dict:
-        return {name: getattr(self, name) for name in SEARCH_OPTIONS}
+        """The :class:`VirtualAdversarialLoss` these arguments describe, as its keyword arguments."""
+        return {**{name: getattr(self, name) for name in SEARCH_OPTIONS}, "reduction": self.vadv_reduction}
 
 
 class Float32BatchNorm1d(nn.BatchNorm1d):
@@ -212,7 +224,13 @@ def replaying_rng(device: torch.device):
     return replay
 
 
-def vadvcse_loss(
+def vadvcse_loss(*args, **kwargs):
+    """L = L_cont + lambda * L_vadv (Eq. 10): :func:`vadvcse_terms` summed. Returns ``(L, views, statistics)``."""
+    terms, views, stats = vadvcse_terms(*args, **kwargs)
+    return total(terms), views, stats
+
+
+def vadvcse_terms(
     model,
     encoder: CSEModel,
     inputs: dict,
@@ -222,7 +240,8 @@ def vadvcse_loss(
     noise=None,
     shared_dropout: bool = False,
 ):
-    """L = L_cont + lambda * L_vadv (Eq. 10) for one batch of ``(batch, 2, length)`` inputs.
+    """The terms of Eq. 10, ``{"contrastive": L_cont, "vadv": lambda * L_vadv}`` (the second only if
+    lambda > 0), for one batch of ``(batch, 2, length)`` inputs.
 
     ``model`` runs the contrastive forward (under DDP, the wrapped model, whose backward syncs the
     gradients); ``encoder`` (the unwrapped model) runs the perturbed forwards, whose gradients join
@@ -230,14 +249,14 @@ def vadvcse_loss(
     shaped like the anchors' word embeddings). ``shared_dropout``: the clean prediction comes from
     its own no-grad forward of the anchors, under the dropout masks of every perturbed forward
     (default: it is the contrastive forward's, and each perturbed forward draws its own masks).
-    Returns ``(L, views, statistics)``.
+    Returns ``(terms, views, statistics)``.
     """
     views = model(**inputs)
     anchors, positives = views[:, 0], views[:, 1]
     loss_cont = contrastive_loss(anchors, positives)
     stats = {"loss_contrastive": loss_cont.detach()}
     if vadv_lambda == 0:
-        return loss_cont, views, stats
+        return {"contrastive": loss_cont}, views, stats
     temperature = contrastive_loss.temperature
     candidates = all_gather_with_grad(positives)
     anchor_inputs = {k: v[:, :1] for k, v in inputs.items()}
@@ -260,7 +279,7 @@ def vadvcse_loss(
         noise = torch.randn(*mask.shape, width, device=mask.device)
     r, loss_vadv = vadv_loss(clean_logits, perturbed_logits, noise, mask)
     stats.update(loss_vadv=loss_vadv.detach(), perturbation_norm=r.flatten(1).norm(dim=1).mean())
-    return loss_cont + vadv_lambda * loss_vadv.to(loss_cont.dtype), views, stats
+    return {"contrastive": loss_cont, "vadv": vadv_lambda * loss_vadv.to(loss_cont.dtype)}, views, stats
 
 
 class VAdvCSETrainer(CSETrainer):
@@ -317,12 +336,28 @@ class VAdvCSETrainer(CSETrainer):
                 "BatchNorm head cannot normalise in the perturbed forward: use --dataloader_drop_last true"
             )
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+    def loss_terms(self, model, inputs):
         if not model.training:
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            return super().loss_terms(model, inputs)
         encoder = self.accelerator.unwrap_model(model)
-        loss, views, stats = vadvcse_loss(
+        terms, views, stats = vadvcse_terms(
             model, encoder, inputs, self.loss_fn, self.vadv_loss, self.vadv_lambda, shared_dropout=self.shared_dropout
         )
         self.record_training_metrics(**stats)
-        return (loss, {"embeddings": views}) if return_outputs else loss
+        return total(terms), lambda: terms, {"embeddings": views}
+
+
+def build(model_args, vadv_args: VAdvCSEArguments):
+    """V-advCSE's model and loss as ``run_vadvcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
+    model = load_encoder(model_args)
+    if vadv_args.head == "linear_tanh":
+        if model.pooler_type == "cls":
+            model.reset_head()
+    else:
+        model = MLPHeadEncoder.from_encoder(model, batch_norm=vadv_args.head == "mlp_bn")
+    trainer_kwargs = {
+        "vadv_loss": VirtualAdversarialLoss(**vadv_args.search_options()) if vadv_args.vadv_lambda else None,
+        "vadv_lambda": vadv_args.vadv_lambda,
+        "shared_dropout": vadv_args.shared_dropout,
+    }
+    return model, InfoNCELoss(temperature=model_args.temp), VAdvCSETrainer, trainer_kwargs
