@@ -27,6 +27,7 @@ from transformers import set_seed
 
 from .arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from .environment import collect_environment
+from .errors import run_cli
 from .methods import adcse, mixcse, sarcse, sgbert, vadvcse
 from .pipeline import build_simcse, build_trainer
 from .trainer import term_gradients
@@ -186,15 +187,22 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def build_parser() -> argparse.ArgumentParser:
+    """The ``--method`` choice; every other flag is the method's run script's or
+    :class:`DiagnosticsArguments`'."""
     parser = argparse.ArgumentParser(
         prog="python -m cse.diagnostics",
         description="Per-term values and gradient shares of a method's loss; the other flags are the method's "
         "run script's (e.g. --model_name_or_path, --train_file, --vadv_reduction).",
+        allow_abbrev=False,
     )
     parser.add_argument("--method", required=True, choices=list(METHODS))
-    known, rest = parser.parse_known_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    known, rest = build_parser().parse_known_args(argv)
     if any(arg == "--output_dir" or arg.startswith("--output_dir=") for arg in rest):
         report = diagnose(known.method, rest)
     else:  # nothing is saved, but the Trainer wants a directory
@@ -205,4 +213,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

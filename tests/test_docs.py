@@ -122,17 +122,17 @@ def accepted_flags():
     import anli_eval
     import senteval_eval
     from bench import run as bench_run
-    from cse import plots, results, stsb_corpus
+    from cse import diagnostics, plots, results, stsb_corpus
 
     run_scripts = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, "run_*.py")))
     assert len(run_scripts) == 6
     dataclasses = {cls for name in run_scripts for cls in _run_script_dataclasses(name)}
-    dataclasses |= {anli_eval.ANLIArguments, anli_eval.ANLITrainingArguments}
+    dataclasses |= {anli_eval.ANLIArguments, anli_eval.ANLITrainingArguments, diagnostics.DiagnosticsArguments}
     flags = set()
     for cls in dataclasses:  # one parser each: the methods' classes redefine shared fields
         flags |= _options(HfArgumentParser(cls))
     parsers = [senteval_eval.build_parser(), results.build_parser(), plots.build_parser()]
-    parsers += [stsb_corpus.build_parser(), bench_run.build_parser()]
+    parsers += [stsb_corpus.build_parser(), bench_run.build_parser(), diagnostics.build_parser()]
     parsers += [_load_script(p).build_parser() for p in ("scripts/speed_check.py", "scripts/verify_data.py")]
     for parser in parsers:
         flags |= _options(parser)
