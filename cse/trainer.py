@@ -15,6 +15,7 @@ from accelerate.utils import broadcast_object_list
 from torch import nn
 from transformers import Trainer
 
+from . import citations
 from .evaluation import SentEvalSuite
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ class CSETrainer(Trainer):
     senteval_data_dir: SentEval data for model selection (default ``$CSE_DATA_DIR/senteval``).
     """
 
+    citation = citations.SIMCSE
     # The loss is a per-batch mean, so the Trainer must divide it by the accumulation steps.
     loss_is_scaled_for_ga = False
 

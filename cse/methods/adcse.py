@@ -31,6 +31,7 @@ import torch.distributed as dist
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
+from .. import citations
 from ..distributed import world_size
 from ..losses.adcse import LOSS_FORMS
 from ..modeling import CSEModel
@@ -204,6 +205,8 @@ class AdCSETrainer(CSETrainer):
     Args (besides ``CSETrainer``'s): the adversaries' ``adversary_learning_rate``,
     ``adversary_momentum`` and ``adversary_weight_decay``.
     """
+
+    citation = citations.ADCSE
 
     def __init__(
         self,

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import citations
 from ..distributed import all_gather_with_grad
 from ..losses import cosine_logits
 from ..losses.vadvcse import DIVERGENCES, NORMS, SEARCH_OPTIONS, VirtualAdversarialLoss
@@ -271,6 +272,8 @@ class VAdvCSETrainer(CSETrainer):
     lambda = 0, which is SimCSE with this model's head), ``vadv_lambda`` (lambda) and ``shared_dropout``
     (see :func:`vadvcse_loss`).
     """
+
+    citation = citations.VADVCSE
 
     def __init__(
         self,
