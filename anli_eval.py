@@ -29,6 +29,7 @@ from transformers import (
     set_seed,
 )
 
+from cse.environment import check_min_versions, collect_environment
 from cse.evaluation.anli import NLI_LABELS, ROUNDS, accuracy_table, load_source, nli_split, training_mix
 from cse.results import markdown_table
 
@@ -60,6 +61,7 @@ class ANLITrainingArguments(TrainingArguments):
 
 
 def main(argv=None) -> dict:
+    check_min_versions()
     anli_args, training_args = HfArgumentParser((ANLIArguments, ANLITrainingArguments)).parse_args_into_dataclasses(
         args=argv
     )
@@ -109,6 +111,7 @@ def main(argv=None) -> dict:
         "model": anli_args.model_name_or_path,
         "train_examples": len(train),
         "scores": accuracy_table(predictions, labels),
+        "environment": collect_environment(training_args),
     }
     if trainer.is_world_process_zero():
         os.makedirs(training_args.output_dir, exist_ok=True)

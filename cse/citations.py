@@ -1,6 +1,8 @@
 """BibTeX entries of the papers this repository reproduces, as the ``citation`` of each loss, method
 trainer and exported model card (checked against the papers' own title pages)."""
 
+import re
+
 SIMCSE = """@inproceedings{gao2021simcse,
   title = {{SimCSE}: Simple Contrastive Learning of Sentence Embeddings},
   author = {Gao, Tianyu and Yao, Xingcheng and Chen, Danqi},
@@ -52,3 +54,11 @@ SGBERT = """@inproceedings{kim2021sgbert,
 
 # Method name (as in run_<method>.py) -> its paper.
 METHODS = {"simcse": SIMCSE, "adcse": ADCSE, "mixcse": MIXCSE, "vadvcse": VADVCSE, "sarcse": SARCSE, "sgbert": SGBERT}
+
+
+def bibtex_field(entry: str, name: str) -> str:
+    """A field of one of these entries, without BibTeX's braces and line breaks."""
+    match = re.search(rf"^  {name} = \{{(.*?)\}},$", entry, re.S | re.M)
+    if match is None:
+        raise KeyError(f"no {name} field in {entry.splitlines()[0]}")
+    return " ".join(match.group(1).replace("{", "").replace("}", "").split())

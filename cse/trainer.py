@@ -61,6 +61,13 @@ class CSETrainer(Trainer):
         )
 
     @property
+    def citations(self) -> list[str]:
+        """BibTeX entries of this trainer's method and of every loss it holds, each once, the method's
+        first: what the model card cites."""
+        losses = [m for m in vars(self).values() if isinstance(m, nn.Module) and hasattr(m, "citation")]
+        return list(dict.fromkeys([self.citation, *(loss.citation for loss in losses)]))
+
+    @property
     def zero_stage(self) -> int | None:
         """The DeepSpeed ZeRO stage, or None without DeepSpeed."""
         return self.accelerator.state.deepspeed_plugin.zero_stage if self.is_deepspeed_enabled else None
