@@ -17,6 +17,11 @@ Each argument is a run directory (its ``*_results.json`` files are merged) or a 
 is its folder); runs whose names differ only by a ``seed<N>`` suffix (``-seed1``, ``_seed2``) are
 the seeds of one group, shown as mean ± std. ``--paper_row GROUP=ROW`` puts a paper row and the
 difference under a group (a bare ``ROW`` when there is one group).
+
+``--environment`` prints the software and hardware each JSON was produced with (its ``environment``
+block: result JSONs, ``run_args.json``, ``anli_results.json``, benchmark reports):
+
+    python -m cse.results --environment result/simcse/sts_test_results.json result/simcse/run_args.json
 """
 
 from __future__ import annotations
@@ -163,6 +168,25 @@ def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str],
     return "\n\n".join(out)
 
 
+def format_environment(environment: Mapping) -> str:
+    """An ``environment`` block (:func:`cse.environment.collect_environment`) as aligned lines."""
+    git = environment.get("git")
+    lines = {
+        "cse": environment.get("cse_version"),
+        "git": None if git is None else f"{git['commit']}" + (" (uncommitted changes)" if git["dirty"] else ""),
+        "python": environment.get("python"),
+        "platform": environment.get("platform"),
+        **dict(environment.get("versions", {})),
+        "CUDA": environment.get("cuda"),
+        "cuDNN": environment.get("cudnn"),
+        "GPUs": ", ".join(environment.get("gpus") or []) or "none",
+        "world size": environment.get("world_size"),
+        "precision": environment.get("precision"),
+    }
+    width = max(map(len, lines))
+    return "\n".join(f"  {name:<{width}}  {'-' if value is None else value}" for name, value in lines.items())
+
+
 def _paper_row_map(values: Sequence[str], groups: Sequence[str]) -> dict[str, str]:
     mapping = {}
     for value in values:
@@ -193,7 +217,22 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--runs", action="store_true", help="group runs by name less a seed<N> suffix; one table per score kind"
     )
+    parser.add_argument(
+        "--environment",
+        action="store_true",
+        help="print each JSON's environment block (versions, git revision, GPUs) instead of scores",
+    )
     args = parser.parse_args(argv)
+    if args.environment:
+        if args.runs or args.paper_row or args.name:
+            parser.error("--environment takes JSON files only (no --runs, --paper_row or --name)")
+        for path in args.result_json:
+            with open(path, encoding="utf-8") as f:
+                environment = json.load(f).get("environment")
+            if environment is None:
+                parser.error(f"{path} has no environment block (written before cse recorded one)")
+            print(f"{path}:\n{format_environment(environment)}")
+        return
     if args.runs:
         groups = collect_runs(args.result_json)
         if args.name is not None:
