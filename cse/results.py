@@ -18,6 +18,11 @@ is its folder); runs whose names differ only by a ``seed<N>`` suffix (``-seed1``
 the seeds of one group, shown as mean ± std. ``--paper_row GROUP=ROW`` puts a paper row and the
 difference under a group (a bare ``ROW`` when there is one group).
 
+``--difference`` puts two JSONs (a model before and after training) side by side with their
+difference per column (second - first):
+
+    python -m cse.results --difference result/base/sts_test_results.json result/simcse/sts_test_results.json
+
 ``--environment`` prints the software and hardware each JSON was produced with (its ``environment``
 block: result JSONs, ``run_args.json``, ``anli_results.json``, benchmark reports):
 
@@ -103,6 +108,13 @@ def compare_with_paper(
     label = f"paper, {paper['table']}: {paper['model']}"
     table = markdown_table({name: ours, label: paper["scores"], "difference": diff}, columns)
     return f"Paper: {paper['paper']}\n\n{table}"
+
+
+def difference_table(first: Mapping[str, float], second: Mapping[str, float], names: Sequence[str]) -> str:
+    """Two rows of scores and their difference (second - first) over the columns both have."""
+    columns = [c for c in first if c in second]
+    diff = {c: second[c] - first[c] for c in columns}
+    return markdown_table({names[0]: first, names[1]: second, "difference": diff}, columns)
 
 
 SEED_SUFFIX = re.compile(r"[-_.]?seed[-_]?\d+$")
@@ -222,7 +234,14 @@ def main(argv=None) -> None:
         action="store_true",
         help="print each JSON's environment block (versions, git revision, GPUs) instead of scores",
     )
+    parser.add_argument(
+        "--difference",
+        action="store_true",
+        help="two JSONs side by side (e.g. before and after training) and their difference per column",
+    )
     args = parser.parse_args(argv)
+    if args.difference and (args.runs or args.paper_row or args.environment):
+        parser.error("--difference compares two result JSONs: no --runs, --paper_row or --environment")
     if args.environment:
         if args.runs or args.paper_row or args.name:
             parser.error("--environment takes JSON files only (no --runs, --paper_row or --name)")
@@ -259,6 +278,11 @@ def main(argv=None) -> None:
     if args.name is not None and len(args.name) != len(args.result_json):
         parser.error(f"{len(args.result_json)} result JSON(s) but {len(args.name)} --name(s)")
     names = args.name or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in args.result_json]
+    if args.difference:
+        if len(scores) != 2:
+            parser.error(f"--difference compares two result JSONs, got {len(scores)}")
+        print(difference_table(*scores, names))
+        return
     print(markdown_table(dict(zip(names, scores)), list(scores[0])))
 
 
