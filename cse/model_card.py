@@ -120,7 +120,7 @@ def build_model_card(
         "## Training data\n",
         f"{train_sentences:,} sentences from `{train_source}`"
         + (f" (hub dataset `{train_dataset_name}`)" if train_dataset_name else "")
-        + ", one training example each (two dropout views of the sentence).\n",
+        + ", unlabelled.\n",
         "## Training settings\n",
         "The run's settings (`run_args.json`): model, data, the training arguments that change what is "
         f"computed, and {name}'s own arguments.\n",
