@@ -66,8 +66,8 @@ def _load_section(repo: str, cse_config: Mapping, sentence_transformers: bool) -
             f'tokenizer = AutoTokenizer.from_pretrained("{repo}")\nmodel = AutoModel.from_pretrained("{repo}")\n'
             'batch = tokenizer(["A man is playing a guitar."], padding=True, return_tensors="pt")\n'
             "with torch.no_grad():\n    outputs = model(**batch)\n"
-            'mask = batch["attention_mask"].unsqueeze(-1).float()\n'
-            f"embeddings = {POOLER_CODE[pooler]}\n```\n",
+            + ('mask = batch["attention_mask"].unsqueeze(-1).float()\n' if "mask" in POOLER_CODE[pooler] else "")
+            + f"embeddings = {POOLER_CODE[pooler]}\n```\n",
         ]
     if sentence_transformers:
         parts += [
