@@ -29,6 +29,7 @@ from transformers import (
 )
 
 from cse.arguments import parse_args
+from cse.environment import check_min_versions, collect_environment
 from cse.errors import CSEUsageError, run_cli
 from cse.evaluation.anli import NLI_LABELS, ROUNDS, accuracy_table, load_source, nli_split, training_mix
 from cse.modeling import check_model_path
@@ -63,6 +64,7 @@ class ANLITrainingArguments(TrainingArguments):
 
 
 def main(argv=None) -> dict:
+    check_min_versions()
     anli_args, training_args = parse_args((ANLIArguments, ANLITrainingArguments), argv)
     if len(anli_args.anli_upsampling) != len(ROUNDS):
         raise CSEUsageError(f"--anli_upsampling takes one count per round, got {anli_args.anli_upsampling}")
@@ -112,6 +114,7 @@ def main(argv=None) -> dict:
         "model": anli_args.model_name_or_path,
         "train_examples": len(train),
         "scores": accuracy_table(predictions, labels),
+        "environment": collect_environment(training_args),
     }
     if trainer.is_world_process_zero():
         os.makedirs(training_args.output_dir, exist_ok=True)

@@ -10,6 +10,7 @@ accelerate launch run_sarcse.py configs/sarcse_roberta_base.yaml
 from transformers import set_seed
 
 from cse.arguments import DataArguments, parse_args
+from cse.environment import check_min_versions
 from cse.errors import run_cli
 from cse.methods.sarcse import SARCSEArguments, SARCSEModelArguments, SARCSETrainingArguments, build
 from cse.pipeline import setup_logging, train_and_evaluate
@@ -19,6 +20,7 @@ from cse.resume import check_checkpoint_matches
 def main(argv=None, callbacks=()):
     """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
     Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
+    check_min_versions()
     model_args, data_args, training_args, sarcse_args = parse_args(
         (SARCSEModelArguments, DataArguments, SARCSETrainingArguments, SARCSEArguments), argv
     )

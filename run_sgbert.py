@@ -16,6 +16,7 @@ import os
 from transformers import EarlyStoppingCallback, set_seed
 
 from cse.arguments import parse_args
+from cse.environment import check_min_versions
 from cse.errors import CSEUsageError, run_cli
 from cse.methods.sgbert import SGBERTArguments, SGDataArguments, SGModelArguments, SGTrainingArguments, build
 from cse.pipeline import check_precision, setup_logging, train_and_evaluate
@@ -25,6 +26,7 @@ from cse.stsb_corpus import write_stsb_corpus
 def main(argv=None, callbacks=()):
     """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
     Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
+    check_min_versions()
     model_args, data_args, training_args, sg_args = parse_args(
         (SGModelArguments, SGDataArguments, SGTrainingArguments, SGBERTArguments), argv
     )

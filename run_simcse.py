@@ -8,6 +8,7 @@ accelerate launch run_simcse.py configs/simcse_bert_base.yaml
 from transformers import set_seed
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.environment import check_min_versions
 from cse.errors import run_cli
 from cse.pipeline import build_simcse, setup_logging, train_and_evaluate
 
@@ -15,6 +16,7 @@ from cse.pipeline import build_simcse, setup_logging, train_and_evaluate
 def main(argv=None, callbacks=()):
     """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
     Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
+    check_min_versions()
     model_args, data_args, training_args = parse_args((ModelArguments, DataArguments, CSETrainingArguments), argv)
     setup_logging(training_args)
     set_seed(training_args.seed)

@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from cse.environment import check_min_versions, collect_environment
 from cse.errors import run_cli
 from cse.evaluation import MODES, TASK_SETS, evaluate
 from cse.evaluation.analysis import stsb_analysis
@@ -68,6 +69,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> dict:
+    check_min_versions()
     args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     model = load_model(args.model_name_or_path, pooler_type=args.pooler).to(args.device)
@@ -91,7 +93,10 @@ def main(argv=None) -> dict:
     if args.analysis:
         report["analysis"] = stsb_analysis(encode, args.mode, senteval_dir(args.senteval_data_dir))
     report.update(
-        model=args.model_name_or_path, pooler=model.pooler_type, seconds=round(time.perf_counter() - start, 2)
+        model=args.model_name_or_path,
+        pooler=model.pooler_type,
+        seconds=round(time.perf_counter() - start, 2),
+        environment=collect_environment(precision=args.dtype),
     )
     name = os.path.basename(os.path.normpath(args.model_name_or_path))
     for scores in report["score_groups"].values():

@@ -1,20 +1,13 @@
-"""The machine a benchmark ran on, and the GPU's bf16 matmul peak measured rather than looked up."""
+"""The machine a benchmark ran on, and the GPU's bf16 matmul peak measured rather than looked up.
+Library versions, revision and GPUs are the report's ``environment`` block (:mod:`cse.environment`)."""
 
 from __future__ import annotations
 
 import os
 import platform
 import statistics
-from importlib import metadata
 
 import torch
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def cpu_model() -> str:
@@ -29,14 +22,11 @@ def cpu_model() -> str:
 
 
 def describe(device: str) -> dict:
-    """CPU (model, cores the process may use, load average), GPU name and the library versions."""
+    """CPU (model, cores the process may use, load average), GPU name and memory."""
     info = {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
         "cpu": cpu_model(),
         "cpu_cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "load_average_1_5_15": list(os.getloadavg()),
-        "versions": {name: _version(name) for name in ("torch", "transformers", "accelerate", "datasets", "deepspeed")},
     }
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)

@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+from cse.environment import collect_environment
+
 from .hardware import describe, measure_bf16_matmul_peak
 from .profiles import METHODS, PROFILES, REPO, Method, Profile, shape_overrides
 from .report import add_baseline_ratios, summarise, table
@@ -246,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         "profile": {"name": args.profile, "device": profile.device, **profile.backbone_config()},
         "settings": settings,
         "hardware": hardware,
+        "environment": collect_environment(precision="bf16" if args.bf16 else "fp32"),
         "bf16_matmul_peak": peak,
         "methods": results,
     }

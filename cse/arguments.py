@@ -16,6 +16,7 @@ from difflib import get_close_matches
 
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
+from transformers.trainer_utils import HubStrategy
 
 from .errors import CSEUsageError
 from .paths import MissingDataError
@@ -154,6 +155,13 @@ class CSETrainingArguments(TrainingArguments):
             "docs/diagnostics.md."
         },
     )
+    hub_strategy: str = field(
+        default="end",
+        metadata={
+            "help": "--push_to_hub uploads the exported encoder with its model card once, at the end: the training "
+            "checkpoints hold the training wrapper's weights, not a loadable model, so no other strategy is taken."
+        },
+    )
     final_eval: str = field(
         default="test",
         metadata={
@@ -165,6 +173,12 @@ class CSETrainingArguments(TrainingArguments):
     def __post_init__(self):
         if self.final_eval not in FINAL_EVAL_MODES:
             raise CSEUsageError(f"--final_eval must be one of {', '.join(FINAL_EVAL_MODES)}, got {self.final_eval!r}")
+        if self.push_to_hub and HubStrategy(self.hub_strategy) != HubStrategy.END:
+            raise CSEUsageError(
+                f"--hub_strategy {HubStrategy(self.hub_strategy).value} would push the training checkpoints, whose "
+                "weights are the training wrapper's, as the model",
+                hint="leave --hub_strategy at end: the exported encoder and its model card are pushed after training",
+            )
         if self.accelerator_config is None:
             # Batches are copied to the GPU asynchronously from page-locked memory (--dataloader_pin_memory,
             # on by default) instead of waiting for the stream at every step.

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from transformers import set_seed
 
 from .arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
-from .environment import collect_environment
+from .environment import check_min_versions, collect_environment
 from .errors import run_cli
 from .methods import adcse, mixcse, sarcse, sgbert, vadvcse
 from .pipeline import build_simcse, build_trainer
@@ -201,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    check_min_versions()
     argv = list(sys.argv[1:] if argv is None else argv)
     known, rest = build_parser().parse_known_args(argv)
     if any(arg == "--output_dir" or arg.startswith("--output_dir=") for arg in rest):

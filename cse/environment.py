@@ -9,10 +9,15 @@ import subprocess
 from importlib import metadata
 
 import torch
+from packaging.version import Version
 
 import cse
 
+from .errors import CSEUsageError
+
 PACKAGES = ("torch", "transformers", "accelerate", "datasets", "deepspeed", "sentence-transformers")
+# The oldest releases cse is tested with (requirements.txt's lower bounds); every entry point checks them.
+MIN_VERSIONS = {"torch": "2.13.0", "transformers": "5.23.0", "datasets": "5.2.0", "accelerate": "1.15.0"}
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -21,6 +26,19 @@ def package_version(package: str) -> str | None:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
+
+
+def check_min_versions() -> None:
+    """Refuse to run on a library older than :data:`MIN_VERSIONS` (a ``CSEUsageError`` naming the
+    upgrade), in the spirit of transformers' ``check_min_version``: an older release can fail far into
+    a run, or train differently without failing."""
+    for package, minimum in MIN_VERSIONS.items():
+        installed = package_version(package)
+        hint = f"pip install -U '{package}>={minimum}'"
+        if installed is None:
+            raise CSEUsageError(f"{package} is not installed; cse needs >= {minimum}", hint=hint)
+        if Version(installed) < Version(minimum):
+            raise CSEUsageError(f"{package} {installed} is installed; cse needs >= {minimum}", hint=hint)
 
 
 def git_revision(path: str = REPOSITORY) -> dict | None:

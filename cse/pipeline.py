@@ -1,5 +1,6 @@
 """The body every ``run_*.py`` shares: logging, corpus, trainer, training (resuming where a run
-stopped), export of the best encoder, and the final STS table."""
+stopped), export of the best encoder with its model card, the final STS table and, with
+``--push_to_hub``, the upload of the exported encoder."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ import sys
 import datasets
 import transformers
 
+from .citations import METHODS
 from .data import TwoViewCollator, build_train_dataset
+from .environment import collect_environment
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .losses import InfoNCELoss
+from .model_card import push_encoder, write_model_card
 from .modeling import CSEModel
+from .paths import default_train_file
 from .results import markdown_table
-from .resume import check_best_model_loaded, find_checkpoint
+from .resume import check_best_model_loaded, find_checkpoint, run_settings
 from .trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
@@ -60,6 +65,37 @@ def load_encoder(model_args) -> CSEModel:
     )
 
 
+def method_name(method_args=None) -> str:
+    """The method a run trains: the ``cse.methods`` module of its arguments' dataclass, or SimCSE."""
+    if method_args is None:
+        return "simcse"
+    name = type(method_args).__module__.rsplit(".", 1)[-1]
+    if name not in METHODS:
+        raise ValueError(f"{type(method_args).__name__} is no method's arguments (methods: {', '.join(METHODS)})")
+    return name
+
+
+def save_model_card(trainer, model_args, data_args, method_args, train_sentences: int, reports: dict) -> None:
+    """Write the exported encoder's ``README.md`` (:mod:`cse.model_card`) in the main process."""
+    if not trainer.is_world_process_zero():
+        return
+    args = trainer.args
+    method = method_name(method_args)
+    write_model_card(
+        args.output_dir,
+        method=method,
+        base_model=model_args.model_name_or_path,
+        train_source=data_args.dataset_name or data_args.train_file or default_train_file(),
+        train_dataset_name=data_args.dataset_name,
+        train_sentences=train_sentences,
+        settings=run_settings(model_args, data_args, args, method_args),
+        reports=reports,
+        citations=list(dict.fromkeys([METHODS[method], *trainer.citations])),
+        environment=collect_environment(args),
+        repo_id=args.hub_model_id if args.push_to_hub else None,
+    )
+
+
 def build_simcse(model_args, method_args=None):
     """Unsupervised SimCSE's encoder (a fresh head on [CLS]) and InfoNCE loss, as :func:`train_and_evaluate`
     takes them: ``(model, loss, trainer_class, trainer_kwargs)``."""
@@ -91,8 +127,9 @@ def train_and_evaluate(
     model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, method_args=None, **trainer_kwargs
 ):
     """Train ``model`` with ``loss`` (``trainer_class`` gets ``trainer_kwargs``; ``method_args``, the
-    method's dataclass, guards resumption with the rest), save the best encoder to ``output_dir`` and,
-    unless ``--final_eval none``, print and save its STS table. Returns the trainer.
+    method's dataclass, guards resumption with the rest), save the best encoder to ``output_dir`` with
+    its model card and, unless ``--final_eval none``, print and save its STS table (the card is written
+    again with it); with ``--push_to_hub``, upload the exported directory. Returns the trainer.
 
     What the run needs at its end is checked before it starts: the precision, and the final
     evaluation's data (read now; the trainer reads the dev sets when it is built)."""
@@ -111,11 +148,16 @@ def train_and_evaluate(
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     trainer.save_state()
+    save_model_card(trainer, model_args, data_args, method_args, len(train_dataset), reports={})
 
     if final_suite is not None:
         report = trainer.senteval(final_suite)
         if trainer.is_world_process_zero():
-            report.update(model=training_args.output_dir, pooler=model.eval_pooler)
+            report.update(
+                model=training_args.output_dir,
+                pooler=model.eval_pooler,
+                environment=collect_environment(training_args),
+            )
             path = os.path.join(training_args.output_dir, f"sts_{training_args.final_eval}_results.json")
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(report, f, indent=2)
@@ -127,4 +169,14 @@ def train_and_evaluate(
                     list(report["scores"]),
                 )
             )
+            save_model_card(
+                trainer, model_args, data_args, method_args, len(train_dataset), {training_args.final_eval: report}
+            )
+    if training_args.push_to_hub and trainer.is_world_process_zero():
+        push_encoder(
+            training_args.output_dir,
+            trainer.hub_model_id,
+            token=training_args.hub_token,
+            revision=training_args.hub_revision,
+        )
     return trainer

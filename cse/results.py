@@ -17,6 +17,16 @@ Each argument is a run directory (its ``*_results.json`` files are merged) or a 
 is its folder); runs whose names differ only by a ``seed<N>`` suffix (``-seed1``, ``_seed2``) are
 the seeds of one group, shown as mean ± std. ``--paper_row GROUP=ROW`` puts a paper row and the
 difference under a group (a bare ``ROW`` when there is one group).
+
+``--difference`` puts two JSONs (a model before and after training) side by side with their
+difference per column (second - first):
+
+    python -m cse.results --difference result/base/sts_test_results.json result/simcse/sts_test_results.json
+
+``--environment`` prints the software and hardware each JSON was produced with (its ``environment``
+block: result JSONs, ``run_args.json``, ``anli_results.json``, benchmark reports):
+
+    python -m cse.results --environment result/simcse/sts_test_results.json result/simcse/run_args.json
 """
 
 from __future__ import annotations
@@ -103,6 +113,13 @@ def compare_with_paper(
     return f"Paper: {paper['paper']}\n\n{table}"
 
 
+def difference_table(first: Mapping[str, float], second: Mapping[str, float], names: Sequence[str]) -> str:
+    """Two rows of scores and their difference (second - first) over the columns both have."""
+    columns = [c for c in first if c in second]
+    diff = {c: second[c] - first[c] for c in columns}
+    return markdown_table({names[0]: first, names[1]: second, "difference": diff}, columns)
+
+
 SEED_SUFFIX = re.compile(r"[-_.]?seed[-_]?\d+$")
 SCORE_KINDS = {"sts": "STS (Spearman x 100)", "transfer": "Transfer tasks (accuracy x 100)"}
 
@@ -166,6 +183,25 @@ def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str],
     return "\n\n".join(out)
 
 
+def format_environment(environment: Mapping) -> str:
+    """An ``environment`` block (:func:`cse.environment.collect_environment`) as aligned lines."""
+    git = environment.get("git")
+    lines = {
+        "cse": environment.get("cse_version"),
+        "git": None if git is None else f"{git['commit']}" + (" (uncommitted changes)" if git["dirty"] else ""),
+        "python": environment.get("python"),
+        "platform": environment.get("platform"),
+        **dict(environment.get("versions", {})),
+        "CUDA": environment.get("cuda"),
+        "cuDNN": environment.get("cudnn"),
+        "GPUs": ", ".join(environment.get("gpus") or []) or "none",
+        "world size": environment.get("world_size"),
+        "precision": environment.get("precision"),
+    }
+    width = max(map(len, lines))
+    return "\n".join(f"  {name:<{width}}  {'-' if value is None else value}" for name, value in lines.items())
+
+
 def _paper_row_map(values: Sequence[str], groups: Sequence[str]) -> dict[str, str]:
     mapping = {}
     for value in values:
@@ -197,12 +233,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--runs", action="store_true", help="group runs by name less a seed<N> suffix; one table per score kind"
     )
+    parser.add_argument(
+        "--environment",
+        action="store_true",
+        help="print each JSON's environment block (versions, git revision, GPUs) instead of scores",
+    )
+    parser.add_argument(
+        "--difference",
+        action="store_true",
+        help="two JSONs side by side (e.g. before and after training) and their difference per column",
+    )
     return parser
 
 
 def main(argv=None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.difference and (args.runs or args.paper_row or args.environment):
+        parser.error("--difference compares two result JSONs: no --runs, --paper_row or --environment")
+    if args.environment:
+        if args.runs or args.paper_row or args.name:
+            parser.error("--environment takes JSON files only (no --runs, --paper_row or --name)")
+        for path in args.result_json:
+            with open(path, encoding="utf-8") as f:
+                environment = json.load(f).get("environment")
+            if environment is None:
+                parser.error(f"{path} has no environment block (written before cse recorded one)")
+            print(f"{path}:\n{format_environment(environment)}")
+        return
     if args.runs:
         groups = collect_runs(args.result_json)
         if args.name is not None:
@@ -229,6 +287,11 @@ def main(argv=None) -> None:
     if args.name is not None and len(args.name) != len(args.result_json):
         parser.error(f"{len(args.result_json)} result JSON(s) but {len(args.name)} --name(s)")
     names = args.name or [os.path.basename(os.path.dirname(os.path.abspath(p))) for p in args.result_json]
+    if args.difference:
+        if len(scores) != 2:
+            parser.error(f"--difference compares two result JSONs, got {len(scores)}")
+        print(difference_table(*scores, names))
+        return
     print(markdown_table(dict(zip(names, scores)), list(scores[0])))
 
 

@@ -16,6 +16,7 @@ from safetensors import safe_open
 from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import SAFE_WEIGHTS_NAME
 
+from .environment import collect_environment
 from .modeling import CSE_CONFIG_NAME
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,8 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None) -> s
     """The checkpoint to resume from: ``--resume_from_checkpoint`` if given, else the last one an
     interrupted run left in ``output_dir``. Refuses, rather than guessing, when ``output_dir`` holds
     a finished run or a run with other settings (``method_args``: the method's own dataclass); then
-    records this run's settings there."""
+    records this run's settings there, with its ``environment`` (:func:`cse.environment.collect_environment`),
+    which the comparison leaves out: a resume may run on other versions or from a modified checkout."""
     output_dir = training_args.output_dir
     current = run_settings(model_args, data_args, training_args, method_args)
     checkpoint = training_args.resume_from_checkpoint
@@ -96,7 +98,7 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None) -> s
         # Written aside and renamed: other processes may be reading the previous copy.
         tmp = os.path.join(output_dir, RUN_ARGS_NAME + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(current, f, indent=2)
+            json.dump({**current, "environment": collect_environment(training_args)}, f, indent=2)
             f.write("\n")
         os.replace(tmp, os.path.join(output_dir, RUN_ARGS_NAME))
     return checkpoint

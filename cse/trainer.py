@@ -19,6 +19,7 @@ from torch import nn
 from transformers import Trainer
 from transformers.trainer_utils import IntervalStrategy
 
+from . import citations
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 
@@ -59,6 +60,7 @@ class CSETrainer(Trainer):
     senteval_data_dir: SentEval data for model selection (default ``$CSE_DATA_DIR/senteval``).
     """
 
+    citation = citations.SIMCSE
     # The loss is a per-batch mean, so the Trainer must divide it by the accumulation steps.
     loss_is_scaled_for_ga = False
 
@@ -87,6 +89,13 @@ class CSETrainer(Trainer):
             f"DeepSpeed ZeRO-{self.zero_stage}" if self.is_deepspeed_enabled else "no DeepSpeed",
             getattr(loss, "get_config_dict", dict)(),
         )
+
+    @property
+    def citations(self) -> list[str]:
+        """BibTeX entries of this trainer's method and of every loss it holds, each once, the method's
+        first: what the model card cites."""
+        losses = [m for m in vars(self).values() if isinstance(m, nn.Module) and hasattr(m, "citation")]
+        return list(dict.fromkeys([self.citation, *(loss.citation for loss in losses)]))
 
     @property
     def zero_stage(self) -> int | None:

@@ -56,6 +56,7 @@ def test_anli_eval_end_to_end(tiny_bert, tmp_path):
     columns = [f"{c} {part}" for part in ("dev", "test") for c in ("R1", "R2", "R3", "All", "All pooled")]
     assert list(saved["scores"]) == columns
     assert all(0 <= v <= 100 for v in saved["scores"].values())
+    assert saved["environment"]["world_size"] == 1 and saved["environment"]["precision"] == "fp32"
     # equal round sizes: the mean of the rounds and the pooled accuracy agree
     for part in ("dev", "test"):
         rounds = [saved["scores"][f"R{r} {part}"] for r in (1, 2, 3)]

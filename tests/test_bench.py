@@ -86,7 +86,8 @@ def test_bench_runs_end_to_end_on_cpu_tiny(tmp_path, monkeypatch):
     report = json.loads(out.read_text())
     assert report["command"].startswith("python -m bench --profile cpu-tiny")
     assert report["profile"]["hidden_size"] == 128 and report["profile"]["num_hidden_layers"] == 2
-    assert report["hardware"]["versions"]["torch"] == torch.__version__
+    assert report["environment"]["versions"]["torch"] == torch.__version__
+    assert report["environment"]["precision"] == "fp32" and report["hardware"]["cpu_cores_usable"] >= 1
     simcse = report["methods"]["simcse"]
     assert simcse["shapes"] == {"batch_size": 8, "max_seq_length": 32}
     assert simcse["argv"][simcse["argv"].index("--pad_to_max_length") + 1] == "true"

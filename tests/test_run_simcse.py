@@ -110,6 +110,8 @@ def test_end_to_end_bert_best_checkpoint_and_reload(tiny_bert, tmp_path):
     with open(tmp_path / "dev.json") as f:
         again = json.load(f)
     assert again["pooler"] == "cls_before_pooler"
+    assert again["environment"]["versions"]["torch"] == torch.__version__
+    assert again["environment"]["precision"] == "fp32"
     for column in ("STS-B", "SICK-R"):
         assert again["scores"][column] == pytest.approx(report["scores"][column], abs=1e-4)
 
@@ -186,6 +188,11 @@ def test_seeds_reproduce_and_resume_after_interruption_equals_uninterrupted_run(
     for name in os.listdir(out):
         if name not in ("checkpoint-10", "run_args.json"):
             shutil.rmtree(out / name) if (out / name).is_dir() else os.remove(out / name)
+    # The run's environment is recorded but not compared: a resume may run on other versions.
+    saved = json.loads((out / "run_args.json").read_text())
+    assert saved["environment"]["versions"]["torch"] == torch.__version__
+    saved["environment"].update(versions={"torch": "0.0"}, git={"commit": "0" * 40, "dirty": True})
+    (out / "run_args.json").write_text(json.dumps(saved))
     proc = run(args(out))
     assert "resuming from" in proc.stdout + proc.stderr
     resumed = load_file(str(out / "checkpoint-20" / "model.safetensors"))

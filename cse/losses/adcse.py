@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import citations
 from ..distributed import all_gather_with_grad
 from .infonce import cosine_logits
 
@@ -40,7 +41,25 @@ class AdversarialInfoNCELoss(nn.Module):
     form: ``"released"`` (in-batch negatives too, the default) or ``"paper"`` (Eq. 5 as printed).
     adversary_temperature: the temperature of the adversaries' gradient (default: ``temperature``).
     gather_across_devices: under ``torch.distributed``, use the global batch.
+
+    Relations: ``form="released"`` is InfoNCE (:class:`~cse.losses.InfoNCELoss`) with the M
+    adversaries as extra negatives, so adversaries whose softmax share vanishes leave InfoNCE; without
+    adversaries (``run_adcse.py --no_adversaries``) the run uses InfoNCE itself. ``form="paper"`` is
+    Eq. 5 as printed (no in-batch negatives).
+
+    Example::
+
+        >>> import torch
+        >>> from cse.losses.adcse import AdversarialInfoNCELoss
+        >>> loss = AdversarialInfoNCELoss(hidden_size=16, num_adversaries=4)
+        >>> anchors = torch.randn(8, 16)
+        >>> value = loss(anchors, anchors + 0.01 * torch.randn(8, 16))
+        >>> value.backward()  # the adversaries get a gradient; the trainer ascends it (Eq. 7)
+        >>> loss.adversaries.grad.shape
+        torch.Size([4, 16])
     """
+
+    citation = citations.ADCSE
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import citations
 from ..distributed import all_gather_with_grad
 
 
@@ -30,7 +31,25 @@ class InfoNCELoss(nn.Module):
     """Args:
     temperature: tau in Eq. 1.
     gather_across_devices: under ``torch.distributed``, use the global batch as negatives.
+
+    Relations: the base objective of every method here. ``AdversarialInfoNCELoss`` without adversaries
+    (``run_adcse.py --no_adversaries``), ``SelfGuidedLoss(variant="opt2", reg_lambda=0)`` with the
+    second view as the guide, and V-advCSE at ``--vadv_lambda 0`` reduce to it.
+
+    Example::
+
+        >>> import torch
+        >>> from cse.losses import InfoNCELoss
+        >>> loss = InfoNCELoss(temperature=0.05)
+        >>> anchors = torch.randn(8, 16)
+        >>> loss(anchors, anchors + 0.01 * torch.randn(8, 16)).shape
+        torch.Size([])
+        >>> # orthogonal sentences, identical views: each row is log(1 + 3 e^{-1/tau})
+        >>> bool(abs(loss(torch.eye(4), torch.eye(4)) - torch.log(1 + 3 * torch.exp(torch.tensor(-20.0)))) < 1e-7)
+        True
     """
+
+    citation = citations.SIMCSE
 
     def __init__(self, temperature: float = 0.05, gather_across_devices: bool = True):
         super().__init__()

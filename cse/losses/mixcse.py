@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import citations
 from ..distributed import all_gather_with_grad
 from .infonce import cosine_logits
 
@@ -72,7 +73,25 @@ class MixCSELoss(nn.Module):
     single: mixed negatives for h_i only (MixCSE_single).
     stop_gradient: SG on the mixed negatives (``False``: MixCSE_wo sg).
     gather_across_devices: under ``torch.distributed``, use the global batch.
+
+    Relations: InfoNCE (:class:`~cse.losses.InfoNCELoss`) with extra, stop-gradient mixed negatives
+    in the denominator; no flag removes them (SimCSE is ``run_simcse.py``). ``form="released"`` is
+    the authors' code (default, the published tables), ``form="paper"`` L_mix as printed;
+    ``single=True`` is MixCSE_single and ``stop_gradient=False`` MixCSE_wo sg (Table 3).
+
+    Example::
+
+        >>> import torch
+        >>> from cse.losses.mixcse import MixCSELoss
+        >>> loss = MixCSELoss(temperature=0.05, mix_lambda=0.2)
+        >>> anchors = torch.randn(8, 16)
+        >>> loss(anchors, anchors + 0.01 * torch.randn(8, 16)).shape
+        torch.Size([])
+        >>> sorted(loss.statistics)  # Fig. 4(a)'s batch means
+        ['mix_score', 'negative_score', 'positive_score']
     """
+
+    citation = citations.MIXCSE
 
     def __init__(
         self,

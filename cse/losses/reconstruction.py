@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import citations
+
 REDUCTIONS = ("mean", "sum")
 
 logger = logging.getLogger(__name__)
@@ -58,7 +60,25 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
     freq_lambda: lambda in Eq. 8.
     self_adaptive: Eq. 8's weights (True) or the plain MSE of Table 1's ablation (all weights 1).
     reduction: MSE over the hidden dimensions, ``mean`` or ``sum``.
+
+    Relations: not contrastive; SARCSE adds it to InfoNCE on Z (Eq. 12), and ``run_sarcse.py
+    --no_decoder`` drops it (InfoNCE on Z alone, Table 1). ``self_adaptive=False``
+    (``--plain_mse``), like ``theta=1`` or ``freq_lambda=0``, weighs every real token 1: the plain MSE.
+
+    Example::
+
+        >>> import torch
+        >>> from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss
+        >>> loss = SelfAdaptiveReconstructionLoss(vocab_size=10, special_ids=[0, 1], theta=0.1, freq_lambda=2.0)
+        >>> loss.set_counts(torch.tensor([0, 0, 6, 2, 2, 0, 0, 0, 0, 0]))  # freq(2) = 0.6
+        >>> [round(w, 6) for w in loss.token_weights(torch.tensor([0, 2, 3])).tolist()]  # 0; max(0.1, -0.2); 0.6
+        [0.0, 0.1, 0.6]
+        >>> states, ids, mask = torch.zeros(1, 3, 4), torch.tensor([[0, 2, 3]]), torch.ones(1, 3)
+        >>> loss(states, torch.ones(1, 3, 4), ids, mask)  # (0.1 * 1 + 0.6 * 1) / 2 real tokens
+        tensor([0.3500])
     """
+
+    citation = citations.SARCSE
 
     def __init__(
         self,

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import citations
 from ..distributed import all_gather_with_grad
 from .infonce import cosine_logits
 
@@ -55,7 +56,27 @@ class SelfGuidedLoss(nn.Module):
     ``forward(embeddings, views, parameter_distance)`` takes the projected c_i ``(b, D)``, the
     projected views ``(b, K, D)`` (K = 1, the sampled view, for base/opt1/opt2; every layer of the
     layer set for opt3) and L_reg, a scalar.
+
+    Relations: ``opt2`` with ``reg_lambda=0`` is InfoNCE (:class:`~cse.losses.InfoNCELoss`) between
+    c_i and the guiding views; ``base`` is NT-Xent (SimCLR) over the 2b vectors; ``opt3`` (SG-OPT,
+    the paper's final objective) is the default.
+
+    Example::
+
+        >>> import torch
+        >>> from cse.losses.sgbert import SelfGuidedLoss
+        >>> loss = SelfGuidedLoss(variant="opt3", temperature=0.01, reg_lambda=0.1)
+        >>> c, views = torch.randn(4, 16), torch.randn(4, 3, 16)  # 3 layer views per sentence (opt3)
+        >>> loss(c, views, parameter_distance=torch.tensor(0.0)).shape
+        torch.Size([])
+        >>> opt2 = SelfGuidedLoss(variant="opt2", reg_lambda=0.0)
+        >>> h = torch.randn(4, 16)
+        >>> from cse.losses import InfoNCELoss
+        >>> bool(torch.isclose(opt2(c, h[:, None], torch.tensor(5.0)), InfoNCELoss(0.01)(c, h)))
+        True
     """
+
+    citation = citations.SGBERT
 
     def __init__(
         self, variant: str = "opt3", temperature: float = 0.01, reg_lambda: float = 0.1, gather_across_devices=True

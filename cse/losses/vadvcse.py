@@ -36,6 +36,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from .. import citations
 from ..distributed import world_size
 
 DIVERGENCES = ("kl", "symmetric_kl", "js")
@@ -162,7 +163,24 @@ class VirtualAdversarialLoss(nn.Module):
         step_size: eta.
         num_steps: K (1 in the paper, after Miyato et al., 2018).
         normalize_gradient, reduction: see :func:`virtual_adversarial_loss`.
+
+    Relations: an added term, lambda * L_vadv on top of InfoNCE (Eq. 10); ``run_vadvcse.py
+    --vadv_lambda 0`` leaves InfoNCE (SimCSE with the BatchNorm head). ``divergence="kl"`` is VAT's
+    (Miyato et al., 2018), ``symmetric_kl`` with ``linf`` SMART's (Jiang et al., 2020); ``js`` is the
+    paper's best (Table 5) and the default.
+
+    Example::
+
+        >>> import torch
+        >>> from cse.losses.vadvcse import VirtualAdversarialLoss
+        >>> loss = VirtualAdversarialLoss(divergence="js", norm="linf", epsilon=1e-3, step_size=1e-2)
+        >>> x, weight = torch.randn(4, 8), torch.randn(8, 5)
+        >>> r, value = loss(x @ weight, lambda r: (x + r) @ weight, noise=torch.randn(4, 8))
+        >>> bool(r.abs().max() <= 1e-3), bool(value >= 0)  # r in the L-inf ball; F is a divergence
+        (True, True)
     """
+
+    citation = citations.VADVCSE
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ import torch.distributed as dist
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
+from .. import citations
 from ..distributed import world_size
 from ..errors import CSEUsageError
 from ..losses import InfoNCELoss
@@ -207,6 +208,8 @@ class AdCSETrainer(CSETrainer):
     Args (besides ``CSETrainer``'s): the adversaries' ``adversary_learning_rate``,
     ``adversary_momentum`` and ``adversary_weight_decay``.
     """
+
+    citation = citations.ADCSE
 
     def __init__(
         self,

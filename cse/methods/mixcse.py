@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import citations
 from ..errors import CSEUsageError
 from ..evaluation.analysis import largest_angle
 from ..losses.mixcse import LOSS_FORMS, MixCSELoss
@@ -84,6 +85,8 @@ class MixCSETrainer(CSETrainer):
         selection_pooler: the pooler of the model-selection evaluation (the ``eval_dataset`` suite),
             ``None`` for the model's evaluation pooler; other suites (the final test) always use the latter.
     """
+
+    citation = citations.MIXCSE
 
     def __init__(self, *args, selection_pooler: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)

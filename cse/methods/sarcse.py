@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from safetensors.torch import load_file, save_file
 
+from .. import citations
 from ..arguments import CSETrainingArguments, ModelArguments
 from ..errors import CSEUsageError
 from ..losses import InfoNCELoss
@@ -222,6 +223,8 @@ class ReconstructionMixin:
     Args (besides the trainer's): ``reconstruction_loss`` (a
     :class:`~cse.losses.reconstruction.SelfAdaptiveReconstructionLoss`), ``alpha``, ``beta``, ``gamma``.
     """
+
+    citation = citations.SARCSE
 
     def __init__(
         self, *args, reconstruction_loss: SelfAdaptiveReconstructionLoss, alpha=1.0, beta=2.5e-4, gamma=2.5e-4, **kwargs

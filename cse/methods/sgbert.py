@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import citations
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
 from ..errors import CSEUsageError
 from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead, SelfGuidedLoss
@@ -282,6 +283,8 @@ class SGTrainer(CSETrainer):
     and L_reg. BERT_F and BERT_T's embedding layer have no gradient, so the Trainer's optimizer never
     sees them; checkpoints hold BERT_F and the head with BERT_T (in the model's weights), so a
     resumed run restores all three, and a checkpoint without them is refused."""
+
+    citation = citations.SGBERT
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import citations
 from ..distributed import all_gather_with_grad
 from ..errors import CSEUsageError
 from ..losses import InfoNCELoss, cosine_logits
@@ -291,6 +292,8 @@ class VAdvCSETrainer(CSETrainer):
     lambda = 0, which is SimCSE with this model's head), ``vadv_lambda`` (lambda) and ``shared_dropout``
     (see :func:`vadvcse_loss`).
     """
+
+    citation = citations.VADVCSE
 
     def __init__(
         self,

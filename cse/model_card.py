@@ -1,0 +1,171 @@
+"""The model card (``README.md``) of an exported encoder: Hub metadata (YAML front matter, built with
+``huggingface_hub``'s :class:`~huggingface_hub.ModelCardData`) and what a user needs to trust and load
+the model: method and papers, base model, training data, settings, STS scores, how to load it, and the
+software and hardware it was trained with.
+
+``--push_to_hub`` uploads the exported directory with this card (:func:`push_encoder`): the Trainer's
+own ``push_to_hub`` would save the training wrapper's weights over the export and replace the card.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+
+import yaml
+from huggingface_hub import ModelCard, ModelCardData, upload_folder
+
+from .citations import METHODS, bibtex_field
+from .modeling import CSE_CONFIG_NAME, read_cse_config
+from .results import markdown_table
+
+METHOD_NAMES = {
+    "simcse": "SimCSE",
+    "adcse": "AdCSE",
+    "mixcse": "MixCSE",
+    "vadvcse": "V-advCSE",
+    "sarcse": "SARCSE",
+    "sgbert": "SG-BERT",
+}
+# What AutoModel's outputs give each exportable pooler's embedding (``outputs``: the model's output,
+# ``mask``: the attention mask as a float (batch, length, 1) tensor).
+POOLER_CODE = {
+    "cls": "outputs.pooler_output  # [CLS] through the trained linear + tanh head",
+    "cls_before_pooler": "outputs.last_hidden_state[:, 0]  # [CLS]",
+    "avg": "(outputs.last_hidden_state * mask).sum(1) / mask.sum(1)  # mean over the tokens",
+    "max": "outputs.last_hidden_state.masked_fill(mask == 0, float('-inf')).max(1).values",
+}
+# Uploaded with the export: not the training checkpoints (their weights are the training wrapper's).
+PUSH_IGNORE = ["_*", "checkpoint-*", "*.tmp"]
+
+
+def base_model_license(model_name_or_path: str) -> str | None:
+    """The license a local base model's own card declares (``None`` for hub names: no lookup offline)."""
+    path = os.path.join(model_name_or_path, "README.md")
+    if not os.path.isfile(path):
+        return None
+    return ModelCard.load(path).data.license
+
+
+def _is_hub_id(name: str | None) -> bool:
+    return bool(name) and not os.path.exists(name)
+
+
+def _load_section(repo: str, cse_config: Mapping, sentence_transformers: bool) -> str:
+    pooler = cse_config.get("pooler")
+    parts = [
+        "With this repository's code (any pooler; reads the pooler from `cse_config.json`):\n",
+        f'```python\nfrom cse.modeling import load_model\n\nmodel = load_model("{repo}")\n'
+        'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n```\n',
+    ]
+    if "model_kind" not in cse_config and pooler in POOLER_CODE:
+        parts += [
+            f"With `transformers` alone (pooler `{pooler}`, recorded in `cse_config.json`):\n",
+            "```python\nimport torch\nfrom transformers import AutoModel, AutoTokenizer\n\n"
+            f'tokenizer = AutoTokenizer.from_pretrained("{repo}")\nmodel = AutoModel.from_pretrained("{repo}")\n'
+            'batch = tokenizer(["A man is playing a guitar."], padding=True, return_tensors="pt")\n'
+            "with torch.no_grad():\n    outputs = model(**batch)\n"
+            + ('mask = batch["attention_mask"].unsqueeze(-1).float()\n' if "mask" in POOLER_CODE[pooler] else "")
+            + f"embeddings = {POOLER_CODE[pooler]}\n```\n",
+        ]
+    if sentence_transformers:
+        parts += [
+            "With `sentence-transformers` (the same embeddings):\n",
+            "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
+            f'model = SentenceTransformer("{repo}")\n'
+            'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n```\n',
+        ]
+    return "\n".join(parts)
+
+
+def build_model_card(
+    output_dir: str,
+    *,
+    method: str,
+    base_model: str,
+    train_source: str,
+    train_dataset_name: str | None,
+    train_sentences: int,
+    settings: Mapping,
+    reports: Mapping[str, Mapping],
+    citations: Sequence[str],
+    environment: Mapping,
+    repo_id: str | None = None,
+) -> ModelCard:
+    """The card of the encoder exported to ``output_dir`` (its ``cse_config.json`` and, when present,
+    sentence-transformers' ``modules.json`` decide the loading instructions and ``library_name``).
+
+    ``settings``: the run's settings (:func:`cse.resume.run_settings`); ``reports``: ``{mode: report}``
+    of the STS evaluations run on the final model (``{}`` for none); ``citations``: BibTeX entries,
+    the method's paper first."""
+    cse_config = read_cse_config(output_dir)
+    sentence_transformers = os.path.isfile(os.path.join(output_dir, "modules.json"))
+    name = METHOD_NAMES.get(method, method)
+    data = ModelCardData(
+        library_name="sentence-transformers" if sentence_transformers else "transformers",
+        tags=["sentence-transformers", "sentence-similarity", method, "cse"],
+        base_model=base_model if _is_hub_id(base_model) else None,
+        datasets=[train_dataset_name] if train_dataset_name else None,
+        metrics=["spearman"],
+        pipeline_tag="sentence-similarity",
+        license=base_model_license(base_model),
+    )
+    repo = repo_id or os.path.abspath(output_dir)
+    sections = [
+        f"# {name} sentence encoder\n",
+        f"A sentence encoder trained with **{name}** (_{bibtex_field(METHODS[method], 'title')}_) from `{base_model}`, "
+        "without labels, with the `cse` code base. Its sentence embedding is pooler "
+        f"`{cse_config.get('pooler', 'unknown')}`; compare sentences with the cosine similarity.\n",
+        "## Training data\n",
+        f"{train_sentences:,} sentences from `{train_source}`"
+        + (f" (hub dataset `{train_dataset_name}`)" if train_dataset_name else "")
+        + ", unlabelled.\n",
+        "## Training settings\n",
+        "The run's settings (`run_args.json`): model, data, the training arguments that change what is "
+        f"computed, and {name}'s own arguments.\n",
+        f"```yaml\n{yaml.safe_dump(dict(settings), sort_keys=False).rstrip()}\n```\n",
+        "## Evaluation\n",
+    ]
+    if reports:
+        for mode, report in reports.items():
+            scores = report["scores"]
+            sections += [
+                f"STS {mode} sets, Spearman correlation x 100 (SentEval protocol, `all` aggregation), pooler "
+                f"`{report.get('pooler', cse_config.get('pooler'))}`:\n",
+                markdown_table({name: scores}, list(scores)) + "\n",
+            ]
+    else:
+        sections.append("Not evaluated after training (`--final_eval none`); see `senteval_eval.py`.\n")
+    sections += [
+        "## Usage\n",
+        _load_section(repo, cse_config, sentence_transformers),
+        "## Environment\n",
+        "The software and hardware of the training run:\n",
+        f"```json\n{json.dumps(dict(environment), indent=2)}\n```\n",
+        "## Citation\n",
+        "\n".join(f"```bibtex\n{entry}\n```\n" for entry in citations),
+    ]
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(sections))
+
+
+def write_model_card(output_dir: str, **kwargs) -> str:
+    """Write :func:`build_model_card`'s card as ``output_dir/README.md``; returns its path."""
+    path = os.path.join(output_dir, "README.md")
+    build_model_card(output_dir, **kwargs).save(path)
+    return path
+
+
+def push_encoder(output_dir: str, repo_id: str, token: str | None = None, revision: str | None = None):
+    """Upload the exported encoder in ``output_dir`` (weights, tokenizer, ``cse_config.json``,
+    sentence-transformers modules, model card, result JSONs) to the Hub model repository ``repo_id``."""
+    if not os.path.isfile(os.path.join(output_dir, CSE_CONFIG_NAME)):
+        raise FileNotFoundError(f"{output_dir} holds no exported encoder ({CSE_CONFIG_NAME}): nothing to push")
+    return upload_folder(
+        repo_id=repo_id,
+        folder_path=output_dir,
+        commit_message="Exported encoder and model card",
+        token=token,
+        revision=revision,
+        ignore_patterns=PUSH_IGNORE,
+    )
