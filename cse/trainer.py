@@ -13,7 +13,8 @@ import logging
 import torch
 from accelerate.utils import broadcast_object_list
 from torch import nn
-from transformers import Trainer
+from transformers import PreTrainedModel, Trainer
+from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from .evaluation import SentEvalSuite
 
@@ -38,6 +39,14 @@ class CSETrainer(Trainer):
         super().__init__(*args, eval_dataset=eval_dataset, **kwargs)
         self.loss_fn = loss
         self._recorded: dict[str, list[torch.Tensor]] = {}
+        self._compiled_training_loss = None
+        if self.args.torch_compile:
+            # transformers hooks the layers whose outputs it can return (hidden states, attentions) at
+            # the first forward that asks for them: traced, that registration is a graph break and
+            # recompiles; done now, the compiled step finds the hooks in place.
+            for module in self.model.modules():
+                if isinstance(module, PreTrainedModel):
+                    maybe_install_capturing_hooks(module)
         global_batch = self.args.per_device_train_batch_size * self.args.world_size
         if global_batch < 2:
             raise ValueError(
@@ -73,9 +82,39 @@ class CSETrainer(Trainer):
             )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, outputs, statistics = self._training_loss(model, inputs)
+        if model.training:
+            self.record_training_metrics(**statistics)
+        return (loss, outputs) if return_outputs else loss
+
+    @property
+    def _training_loss(self):
+        """:meth:`training_loss`, compiled under ``--torch_compile``. The Trainer compiles the model's
+        forward alone; compiling the forward with the loss (and a method's extra forwards) gives one
+        graph per step. The statistics are recorded outside it: appending to Python lists inside a
+        compiled function would guard on their lengths and recompile at every step."""
+        if not self.args.torch_compile:
+            return self.training_loss
+        if self._compiled_training_loss is None:
+            self._compiled_training_loss = torch.compile(
+                self.training_loss, backend=self.args.torch_compile_backend, mode=self.args.torch_compile_mode
+            )
+        return self._compiled_training_loss
+
+    def training_loss(self, model, inputs) -> tuple[torch.Tensor, dict, dict[str, torch.Tensor]]:
+        """``(loss, outputs, statistics)`` of a batch: the model's forward and the loss, free of side
+        effects outside the model and the loss so that ``torch.compile`` traces it as one graph;
+        ``statistics`` are scalars for the training log (:meth:`record_training_metrics`)."""
         views = model(**inputs)
         loss = self.loss_fn(views[:, 0], views[:, 1])
-        return (loss, {"embeddings": views}) if return_outputs else loss
+        return loss, {"embeddings": views}, {}
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The model unwrapped from DDP, DeepSpeed and ``torch.compile``: the Trainer keeps it as
+        ``self.model`` except under FSDP. (accelerate's ``unwrap_model`` is a graph break inside a
+        compiled training step, so it is only asked under FSDP.)"""
+        return self.accelerator.unwrap_model(self.model) if self.is_fsdp_enabled else self.model
 
     def record_training_metrics(self, **values: torch.Tensor) -> None:
         """Add method-specific scalars (e.g. mean positive score) to the next training log line; each

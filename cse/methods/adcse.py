@@ -237,11 +237,9 @@ class AdCSETrainer(CSETrainer):
                 dist.broadcast(self.adversaries.data, src=0)
         self.add_callback(_AdCSEUpdates(self))
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        if model.training:
-            self.record_training_metrics(**getattr(self.loss_fn, "statistics", {}))
-        return result
+    def training_loss(self, model, inputs):
+        loss, outputs, _ = super().training_loss(model, inputs)
+        return loss, outputs, dict(getattr(self.loss_fn, "statistics", {}))
 
     @property
     def dual_encoder(self) -> MomentumDualEncoder | None:

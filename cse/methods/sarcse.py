@@ -223,10 +223,9 @@ class ReconstructionMixin:
             reconstruction_loss.get_config_dict(),
         )
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        contrastive, outputs = result if return_outputs else (result, None)
-        batch = self.accelerator.unwrap_model(model).pop_reconstruction()
+    def training_loss(self, model, inputs):
+        contrastive, outputs, statistics = super().training_loss(model, inputs)
+        batch = self.encoder.pop_reconstruction()
         if batch is None:
             if model.training:
                 raise RuntimeError("the model's training forward left no reconstruction")
@@ -238,12 +237,13 @@ class ReconstructionMixin:
             per_sentence = self.reconstruction_loss(batch.target, batch.reconstruction, batch.token_ids, batch.mask)
             reconstruction, reconstruction_positive = per_sentence.view(-1, views).mean(0)
             loss = self.alpha * contrastive + self.beta * reconstruction + self.gamma * reconstruction_positive
-            self.record_training_metrics(
-                contrastive_loss=contrastive,
-                reconstruction_loss=reconstruction,
-                reconstruction_loss_positive=reconstruction_positive,
-            )
-        return (loss, outputs) if return_outputs else loss
+            statistics = {
+                **statistics,
+                "contrastive_loss": contrastive,
+                "reconstruction_loss": reconstruction,
+                "reconstruction_loss_positive": reconstruction_positive,
+            }
+        return loss, outputs, statistics
 
     def count_token_frequencies(self) -> None:
         counts = count_tokens(
