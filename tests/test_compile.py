@@ -103,3 +103,46 @@ def test_recompile_detector_sees_a_shape_change(backbones, tmp_path):
     flags = ["--torch_compile", "true", "--torch_compile_backend", "aot_eager", "--max_seq_length", "64"]
     with torch._dynamo.config.patch(error_on_recompile=True), pytest.raises(Exception, match="Recompiling"):
         run("simcse", backbones, tmp_path / "run", *flags, max_steps=2)
+
+
+# Runs the SimCSE step once under inductor in a process of its own and prints the cache counters.
+CACHE_PROBE = textwrap.dedent(
+    """
+    import json, sys
+    import torch._dynamo.utils
+    import run_simcse
+    run_simcse.main(sys.argv[1:])
+    counters = torch._dynamo.utils.counters
+    print("COUNTERS " + json.dumps({group: dict(counters[group]) for group in ("inductor", "aot_autograd")}))
+    """
+)
+
+
+def test_second_process_loads_the_compiled_step_from_the_cache(backbones, tmp_path):
+    cache = tmp_path / "compile-cache"
+    argv = [
+        "--model_name_or_path", backbones["bert"], "--train_file", WIKI_HEAD, "--senteval_data_dir", SENTEVAL,
+        "--max_train_samples", "8", "--max_seq_length", "16", "--pad_to_max_length", "true",
+        "--per_device_train_batch_size", "8", "--max_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
+        "--load_best_model_at_end", "false", "--final_eval", "none", "--report_to", "none", "--disable_tqdm", "true",
+        "--use_cpu", "true", "--torch_compile", "true", "--compile_cache_dir", str(cache),
+    ]  # fmt: skip
+    # Only the flag may point inductor at the cache: the machine's own variable is taken away.
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    counters = []
+    for run in ("first", "second"):
+        process = subprocess.run(
+            [sys.executable, "-c", CACHE_PROBE, *argv, "--output_dir", str(tmp_path / run)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert process.returncode == 0, process.stderr[-3000:]
+        line = next(line for line in process.stdout.splitlines() if line.startswith("COUNTERS "))
+        counters.append(json.loads(line.removeprefix("COUNTERS ")))
+    first, second = counters
+    assert first["inductor"].get("fxgraph_cache_miss", 0) > 0 and not first["inductor"].get("fxgraph_cache_hit")
+    assert any((cache / "fxgraph").iterdir())
+    # the forward and backward graphs (two) come back from the FX graph cache: no kernel is generated again
+    assert second["inductor"].get("fxgraph_cache_hit", 0) == 2 and not second["inductor"].get("fxgraph_cache_miss")
