@@ -91,8 +91,8 @@ class CSETrainer(Trainer):
     def _training_loss(self):
         """:meth:`training_loss`, compiled under ``--torch_compile``. The Trainer compiles the model's
         forward alone; compiling the forward with the loss (and a method's extra forwards) gives one
-        graph per step. The statistics are recorded outside it: appending to Python lists inside a
-        compiled function would guard on their lengths and recompile at every step."""
+        graph per step. The statistics are recorded outside it: that is Python bookkeeping (lists that
+        grow between log lines), not tensor work to trace."""
         if not self.args.torch_compile:
             return self.training_loss
         if self._compiled_training_loss is None:

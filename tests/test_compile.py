@@ -21,6 +21,7 @@ import torch._dynamo
 
 from .conftest import REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir
 
+SG_FLAGS = ["--early_stopping_patience", "0", "--projection_size", "64"]
 # (script, tiny backbone family, flags): every method and variant of the training step
 METHODS = {
     "simcse": ("run_simcse", "bert", []),
@@ -28,8 +29,8 @@ METHODS = {
     "adcse-paper": ("run_adcse", "bert", ["--num_adversaries", "8", "--variant", "paper"]),
     "mixcse-released": ("run_mixcse", "bert", []),
     "mixcse-paper": ("run_mixcse", "bert", ["--variant", "paper"]),
-    "sgbert-sg": ("run_sgbert", "bert", ["--early_stopping_patience", "0", "--projection_size", "64", "--loss_variant", "base"]),
-    "sgbert-opt": ("run_sgbert", "bert", ["--early_stopping_patience", "0", "--projection_size", "64"]),
+    "sgbert-sg": ("run_sgbert", "bert", [*SG_FLAGS, "--loss_variant", "base"]),
+    "sgbert-opt": ("run_sgbert", "bert", SG_FLAGS),
     "vadvcse": ("run_vadvcse", "bert", []),
     "vadvcse-shared-dropout": ("run_vadvcse", "bert", ["--shared_dropout", "true"]),
     "sarcse": ("run_sarcse", "roberta", ["--textcnn_channels", "16", "--cnn_channels", "2"]),

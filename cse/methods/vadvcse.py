@@ -345,6 +345,12 @@ class VAdvCSETrainer(CSETrainer):
         if not model.training:
             return super().training_loss(model, inputs)
         loss, views, stats = vadvcse_loss(
-            model, self.encoder, inputs, self.loss_fn, self.vadv_loss, self.vadv_lambda, shared_dropout=self.shared_dropout
+            model,
+            self.encoder,
+            inputs,
+            self.loss_fn,
+            self.vadv_loss,
+            self.vadv_lambda,
+            shared_dropout=self.shared_dropout,
         )
         return loss, {"embeddings": views}, stats
