@@ -147,3 +147,12 @@ def test_second_process_loads_the_compiled_step_from_the_cache(backbones, tmp_pa
     assert any((cache / "fxgraph").iterdir())
     # the forward and backward graphs (two) come back from the FX graph cache: no kernel is generated again
     assert second["inductor"].get("fxgraph_cache_hit", 0) == 2 and not second["inductor"].get("fxgraph_cache_miss")
+
+
+def test_compile_cache_dir_without_torch_compile_is_refused(tmp_path):
+    from cse.arguments import CSETrainingArguments
+    from cse.errors import CSEUsageError
+
+    with pytest.raises(CSEUsageError, match="--torch_compile is off"):
+        CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, compile_cache_dir=str(tmp_path / "cache"))
+    assert not (tmp_path / "cache").exists()
