@@ -51,6 +51,7 @@ class Method:
     config: str  # the paper's configuration, relative to the repository root
     backbone: str  # "bert" or "roberta": the paper's backbone family
     args: tuple[str, ...] = ()  # flags after the config that select this variant
+    evaluates: bool = True  # its trainer runs the SentEval suites (CSETrainer.evaluate)
 
     def shapes(self) -> dict:
         config = read_config_file(os.path.join(REPO, self.config))
@@ -93,6 +94,8 @@ METHODS = {
     ),
     "vadvcse": Method("run_vadvcse", "configs/vadvcse_bert_base.yaml", "bert", ("--num_steps", "1")),
     "sarcse": Method("run_sarcse", "configs/sarcse_roberta_base.yaml", "roberta"),
+    # sentence-transformers' recipe for the same objective (bench/st_mnrl.py), at SimCSE's shapes
+    "st-mnrl": Method("bench.st_mnrl", "configs/simcse_bert_base.yaml", "bert", evaluates=False),
 }
 
 # Overhead targets (BENCHMARKS.md): step time relative to SimCSE's on the same profile.

@@ -8,6 +8,7 @@ import statistics
 from .profiles import FULL_RUN_EVALS, FULL_RUN_STEPS, OVERHEAD_TARGETS
 
 BASELINE = "simcse"
+SENTENCE_TRANSFORMERS = "st-mnrl"  # sentence-transformers' recipe (bench/st_mnrl.py)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -51,7 +52,8 @@ def summarise(method: str, raw: dict, batch_size: int, peak_flops_per_s: float |
 def add_baseline_ratios(results: dict) -> None:
     """Step time and counted FLOPs of each method over SimCSE's on the same shapes (batch x max
     length), with the method's overhead target where it has one. ``baseline`` names the SimCSE run used;
-    nothing is added for a method whose shapes no successful SimCSE run shares."""
+    nothing is added for a method whose shapes no successful SimCSE run shares. With a successful
+    ``st-mnrl`` run, ``step_time_vs_st`` is each method's step time over it, at its shapes."""
     baselines = {
         _shape_key(result): name
         for name, result in results.items()
@@ -70,6 +72,12 @@ def add_baseline_ratios(results: dict) -> None:
         if method in OVERHEAD_TARGETS:
             result["target_vs_simcse"] = OVERHEAD_TARGETS[method]
             result["meets_target"] = result["step_time_vs_simcse"] <= OVERHEAD_TARGETS[method]
+    reference = results.get(SENTENCE_TRANSFORMERS, {})
+    if "step_time_s" not in reference:
+        return
+    for result in results.values():
+        if "step_time_s" in result and _shape_key(result) == _shape_key(reference):
+            result["step_time_vs_st"] = result["step_time_s"]["median"] / reference["step_time_s"]["median"]
 
 
 def _shape_key(result: dict) -> tuple | None:
@@ -93,6 +101,7 @@ COLUMNS = (
     "step ms (p10-p90)",
     "sent/s",
     "vs SimCSE (target)",
+    "vs sentence-transformers",
     "CPU time vs SimCSE",
     "GFLOP/step",
     "FLOPs vs SimCSE",
@@ -124,6 +133,7 @@ def table(results: dict) -> str:
                 f"{step['median'] * 1e3:.1f} ({step['p10'] * 1e3:.1f}-{step['p90'] * 1e3:.1f})",
                 f"{r['sentences_per_s']:.0f}",
                 ratio,
+                _fmt(r.get("step_time_vs_st"), ".2f"),
                 _fmt(r.get("cpu_time_vs_simcse"), ".2f"),
                 _fmt(r["flops_per_step"] and r["flops_per_step"] / 1e9, ".1f"),
                 _fmt(r.get("flops_vs_simcse"), ".2f"),

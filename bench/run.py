@@ -185,7 +185,7 @@ def run_method(name: str, args: argparse.Namespace, profile: Profile, model_dir:
         "warmup_steps": args.warmup_steps,
         "steps": args.steps,
         "count_flops": not args.no_flops,
-        "eval_suites": args.eval_suites,
+        "eval_suites": args.eval_suites if method.evaluates else [],
         "eval_repeats": args.eval_repeats,
         "senteval_data_dir": args.senteval_data_dir,
     }

@@ -162,6 +162,14 @@ class CSETrainingArguments(TrainingArguments):
             "checkpoints hold the training wrapper's weights, not a loadable model, so no other strategy is taken."
         },
     )
+    compile_cache_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "With --torch_compile: where inductor caches compiled graphs and kernels, so that a resumed or "
+            "repeated run loads them instead of compiling again (default: $TORCHINDUCTOR_CACHE_DIR, else "
+            "/tmp/torchinductor_$USER)."
+        },
+    )
     final_eval: str = field(
         default="test",
         metadata={
@@ -184,6 +192,17 @@ class CSETrainingArguments(TrainingArguments):
             # on by default) instead of waiting for the stream at every step.
             self.accelerator_config = {"non_blocking": True}
         super().__post_init__()
+        if self.compile_cache_dir is not None:
+            if not self.torch_compile:
+                raise CSEUsageError(
+                    "--compile_cache_dir set, but --torch_compile is off: nothing is compiled",
+                    hint="add --torch_compile true, or drop --compile_cache_dir",
+                )
+            # inductor reads the variable whenever it opens its caches (the FX graph cache and
+            # AOTAutograd's, both on by default), so setting it before the first compilation suffices
+            self.compile_cache_dir = os.path.abspath(os.path.expanduser(self.compile_cache_dir))
+            os.makedirs(self.compile_cache_dir, exist_ok=True)
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = self.compile_cache_dir
 
 
 def read_config_file(path: str) -> dict:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import functools
 import logging
 import operator
-from collections.abc import Callable
 
 import torch
 from accelerate.utils import broadcast_object_list
 from torch import nn
-from transformers import Trainer
+from transformers import PreTrainedModel, Trainer
 from transformers.trainer_utils import IntervalStrategy
+from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from . import citations
 from .errors import CSEUsageError
@@ -70,6 +70,14 @@ class CSETrainer(Trainer):
         super().__init__(*args, eval_dataset=eval_dataset, **kwargs)
         self.loss_fn = loss
         self._recorded: dict[str, list[torch.Tensor]] = {}
+        self._compiled_training_loss = None
+        if self.args.torch_compile:
+            # transformers hooks the layers whose outputs it can return (hidden states, attentions) at
+            # the first forward that asks for them: traced, that registration is a graph break and
+            # recompiles; done now, the compiled step finds the hooks in place.
+            for module in self.model.modules():
+                if isinstance(module, PreTrainedModel):
+                    maybe_install_capturing_hooks(module)
         global_batch = self.args.per_device_train_batch_size * self.args.world_size
         if global_batch < 2:
             raise CSEUsageError(
@@ -112,20 +120,46 @@ class CSETrainer(Trainer):
             )
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        loss, terms, outputs = self.loss_terms(model, inputs)
         if self.is_term_logging_step(model):
-            self.record_training_metrics(**term_gradients(terms(), self.encoder_parameters()))
+            # Eager, so that the terms are tensors of this step's graph: the compiled step returns the
+            # loss alone. Only the logging steps of --log_term_gradients take this path.
+            loss, outputs, statistics = self.training_loss(model, inputs)
+            terms = self.loss_terms(loss, outputs, statistics)
+            self.record_training_metrics(**term_gradients(terms, self.encoder_parameters()))
+        else:
+            loss, outputs, statistics = self._training_loss(model, inputs)
+        if model.training:
+            self.record_training_metrics(**statistics)
         return (loss, outputs) if return_outputs else loss
 
-    def loss_terms(self, model, inputs) -> tuple[torch.Tensor, Callable[[], dict[str, torch.Tensor]], dict]:
-        """``(loss, terms, outputs)`` of one batch: ``terms()`` gives the weighted terms of the loss by
-        name (they sum to it); it is called at the steps that log them only (``--log_term_gradients``),
-        so that a term that costs operators to separate costs them there alone. A method with several
-        terms overrides this and calls ``super().loss_terms`` for the contrastive one, if it is the
-        base's."""
+    @property
+    def _training_loss(self):
+        """:meth:`training_loss`, compiled under ``--torch_compile``. The Trainer compiles the model's
+        forward alone; compiling the forward with the loss (and a method's extra forwards) gives one
+        graph per step. The statistics are recorded outside it: that is Python bookkeeping (lists that
+        grow between log lines), not tensor work to trace."""
+        if not self.args.torch_compile:
+            return self.training_loss
+        if self._compiled_training_loss is None:
+            self._compiled_training_loss = torch.compile(
+                self.training_loss, backend=self.args.torch_compile_backend, mode=self.args.torch_compile_mode
+            )
+        return self._compiled_training_loss
+
+    def training_loss(self, model, inputs) -> tuple[torch.Tensor, dict, dict[str, torch.Tensor]]:
+        """``(loss, outputs, statistics)`` of a batch: the model's forward and the loss, free of side
+        effects outside the model and the loss so that ``torch.compile`` traces it as one graph;
+        ``statistics`` are scalars for the training log (:meth:`record_training_metrics`)."""
         views = model(**inputs)
         loss = self.loss_fn(views[:, 0], views[:, 1])
-        return loss, lambda: {"contrastive": loss}, {"embeddings": views}
+        return loss, {"embeddings": views}, {}
+
+    def loss_terms(self, loss: torch.Tensor, outputs: dict, statistics: dict) -> dict[str, torch.Tensor]:
+        """The weighted terms of ``loss`` by name (they sum to it), from what :meth:`training_loss`
+        returned for the batch. Called at the steps that log them only (``--log_term_gradients``), so
+        that a term that costs operators to separate costs them there alone. A method whose objective
+        has several terms overrides this."""
+        return {"contrastive": loss}
 
     def is_term_logging_step(self, model) -> bool:
         """Whether the training step under way ends in a log line (``--log_term_gradients``), from the
@@ -141,8 +175,14 @@ class CSETrainer(Trainer):
     def encoder_parameters(self) -> list[torch.Tensor]:
         """The trainable weights of the encoder that every term of the loss reaches (the backbone;
         not the heads, adversaries or decoders of single terms): where term gradients are measured."""
-        backbone = self.accelerator.unwrap_model(self.model).backbone
-        return [p for p in backbone.parameters() if p.requires_grad]
+        return [p for p in self.accelerator.unwrap_model(self.model).backbone.parameters() if p.requires_grad]
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The model unwrapped from DDP, DeepSpeed and ``torch.compile``: the Trainer keeps it as
+        ``self.model`` except under FSDP. (accelerate's ``unwrap_model`` is a graph break inside a
+        compiled training step, so it is only asked under FSDP.)"""
+        return self.accelerator.unwrap_model(self.model) if self.is_fsdp_enabled else self.model
 
     def record_training_metrics(self, **values: torch.Tensor) -> None:
         """Add method-specific scalars (e.g. mean positive score) to the next training log line; each

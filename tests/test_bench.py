@@ -69,7 +69,7 @@ def test_bench_runs_end_to_end_on_cpu_tiny(tmp_path, monkeypatch):
     status = bench_main(
         [
             "--profile", "cpu-tiny",
-            "--methods", "simcse",
+            "--methods", "simcse,st-mnrl",
             "--steps", "2",
             "--warmup_steps", "1",
             "--eval_repeats", "1",
@@ -101,3 +101,12 @@ def test_bench_runs_end_to_end_on_cpu_tiny(tmp_path, monkeypatch):
     assert simcse["eval"]["dev_suite"]["sentences"] == 3833
     dev = simcse["eval"]["dev_suite"]["median_s"]
     assert simcse["projected_full_run_s"] == pytest.approx(15_625 * simcse["step_time_s"]["median"] + 125 * dev)
+
+    # sentence-transformers' recipe at the same shapes: the same encoder FLOPs (SimCSE adds only its
+    # 128 x 128 head on [CLS]), no SentEval timing, and every row's step time relative to it
+    st = report["methods"]["st-mnrl"]
+    assert st["shapes"] == simcse["shapes"] and len(st["step_times_s"]) == 2 and "eval" not in st
+    assert st["argv"][st["argv"].index("--pad_to_max_length") + 1] == "true"
+    assert st["flops_per_step"] == pytest.approx(simcse["flops_per_step"], rel=0.02)
+    assert st["step_time_vs_st"] == 1.0
+    assert simcse["step_time_vs_st"] == pytest.approx(simcse["step_time_s"]["median"] / st["step_time_s"]["median"])

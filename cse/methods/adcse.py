@@ -243,21 +243,17 @@ class AdCSETrainer(CSETrainer):
                 dist.broadcast(self.adversaries.data, src=0)
         self.add_callback(_AdCSEUpdates(self))
 
-    def loss_terms(self, model, inputs):
-        loss, terms, outputs = super().loss_terms(model, inputs)
-        if not model.training:
-            return loss, terms, outputs
-        self.record_training_metrics(**getattr(self.loss_fn, "statistics", {}))
+    def training_loss(self, model, inputs):
+        loss, outputs, _ = super().training_loss(model, inputs)
+        return loss, outputs, dict(getattr(self.loss_fn, "statistics", {}))
+
+    def loss_terms(self, loss, outputs, statistics):
         if self.adversaries is None:
-            return loss, terms, outputs
-
-        def split():
-            # q's loss without the adversaries in its softmax, and what they add to it
-            views = outputs["embeddings"]
-            in_batch = self.loss_fn.without_adversaries(views[:, 0], views[:, 1])
-            return {"contrastive": in_batch, "adversaries": loss - in_batch}
-
-        return loss, split, outputs
+            return super().loss_terms(loss, outputs, statistics)
+        # q's loss without the adversaries in its softmax, and what they add to it
+        views = outputs["embeddings"]
+        in_batch = self.loss_fn.without_adversaries(views[:, 0], views[:, 1])
+        return {"contrastive": in_batch, "adversaries": loss - in_batch}
 
     @property
     def dual_encoder(self) -> MomentumDualEncoder | None:

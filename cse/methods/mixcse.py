@@ -106,11 +106,9 @@ class MixCSETrainer(CSETrainer):
                 "sentence, which MixCSE cannot mix: pass --dataloader_drop_last true or change --max_train_samples"
             )
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        if model.training:
-            self.record_training_metrics(**self.loss_fn.statistics)
-        return result
+    def training_loss(self, model, inputs):
+        loss, outputs, _ = super().training_loss(model, inputs)
+        return loss, outputs, dict(self.loss_fn.statistics)
 
     def run_suite(self, suite) -> dict:
         """The report, with the largest angle between the suite's STS-B sentences under ``"analysis"``

@@ -245,35 +245,37 @@ class ReconstructionMixin:
             reconstruction_loss.get_config_dict(),
         )
 
-    def loss_terms(self, model, inputs):
-        contrastive, contrastive_terms, outputs = super().loss_terms(model, inputs)
-        batch = self.accelerator.unwrap_model(model).pop_reconstruction()
+    def training_loss(self, model, inputs):
+        contrastive, outputs, statistics = super().training_loss(model, inputs)
+        batch = self.encoder.pop_reconstruction()
         if batch is None:
             if model.training:
                 raise RuntimeError("the model's training forward left no reconstruction")
-            return self.alpha * contrastive, lambda: {"contrastive": self.alpha * contrastive}, outputs
-        views = inputs["input_ids"].shape[1]
-        if views != 2:
-            raise ValueError(f"L_R and L_R+ need two views of each sentence, got {views}")
-        per_sentence = self.reconstruction_loss(batch.target, batch.reconstruction, batch.token_ids, batch.mask)
-        reconstruction, reconstruction_positive = per_sentence.view(-1, views).mean(0)
-        loss = self.alpha * contrastive + self.beta * reconstruction + self.gamma * reconstruction_positive
-        self.record_training_metrics(
-            contrastive_loss=contrastive,
-            reconstruction_loss=reconstruction,
-            reconstruction_loss_positive=reconstruction_positive,
-        )
-
-        def terms():
-            # alpha scales each of the trainer's own terms (Eq. 12's alpha L_I)
-            weighted = {name: self.alpha * value for name, value in contrastive_terms().items()}
-            reconstruction_terms = {
-                "reconstruction": self.beta * reconstruction,
-                "reconstruction_positive": self.gamma * reconstruction_positive,
+            loss = self.alpha * contrastive
+        else:
+            views = inputs["input_ids"].shape[1]
+            if views != 2:
+                raise ValueError(f"L_R and L_R+ need two views of each sentence, got {views}")
+            per_sentence = self.reconstruction_loss(batch.target, batch.reconstruction, batch.token_ids, batch.mask)
+            reconstruction, reconstruction_positive = per_sentence.view(-1, views).mean(0)
+            loss = self.alpha * contrastive + self.beta * reconstruction + self.gamma * reconstruction_positive
+            statistics = {
+                **statistics,
+                "contrastive_loss": contrastive,
+                "reconstruction_loss": reconstruction,
+                "reconstruction_loss_positive": reconstruction_positive,
             }
-            return {**weighted, **reconstruction_terms}
+        return loss, outputs, statistics
 
-        return loss, terms, outputs
+    def loss_terms(self, loss, outputs, statistics):
+        if "reconstruction_loss" not in statistics:
+            return {"contrastive": loss}
+        # alpha scales the trainer's own term (Eq. 12's alpha L_I)
+        return {
+            "contrastive": self.alpha * statistics["contrastive_loss"],
+            "reconstruction": self.beta * statistics["reconstruction_loss"],
+            "reconstruction_positive": self.gamma * statistics["reconstruction_loss_positive"],
+        }
 
     def count_token_frequencies(self) -> None:
         counts = count_tokens(

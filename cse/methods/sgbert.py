@@ -209,7 +209,11 @@ class SelfGuidedEncoder(CSEModel):
         std = getattr(self.config, "initializer_range", 0.02)
         head = None if projection_size is None else ProjectionHead(self.config.hidden_size, projection_size, std)
         self.projection_head = head
-        self._parameter_lists = None  # see parameter_distance
+        # (theta_T, theta_F) lists for parameter_distance, built once: moving or loading the module
+        # keeps its parameter objects, walking two encoders' modules costs a millisecond a step, and a
+        # list built in the first compiled step would change a guard and recompile the second
+        pairs = self.parameter_pairs()
+        self._parameter_lists = ([t for _, t, _ in pairs], [f for _, _, f in pairs])
         self.train(self.training)
 
     def train(self, mode: bool = True):
@@ -226,13 +230,8 @@ class SelfGuidedEncoder(CSEModel):
 
     def parameter_distance(self) -> torch.Tensor:
         """L_reg = ||theta_F - theta_T||_2^2, in float32 (float64 for float64 weights): one multi-tensor
-        difference and norm over all parameters. The lists are built once (moving or loading the module
-        keeps its parameter objects; walking the modules of two encoders costs a millisecond a step)."""
-        if self._parameter_lists is None:
-            pairs = self.parameter_pairs()
-            self._parameter_lists = ([t for _, t, _ in pairs], [f for _, _, f in pairs])
-        tuned = self._parameter_lists[0]
-        dtype = torch.promote_types(tuned[0].dtype, torch.float32)  # _foreach_norm refuses to narrow
+        difference and norm over all parameters."""
+        dtype = torch.promote_types(self._parameter_lists[0][0].dtype, torch.float32)  # _foreach_norm refuses to narrow
         norms = torch._foreach_norm(torch._foreach_sub(*self._parameter_lists), 2, dtype=dtype)
         return torch.stack(norms).pow(2).sum()
 
@@ -291,12 +290,13 @@ class SGTrainer(CSETrainer):
         # ZeRO-2 keeps whole weights on every process (it shards the optimizer state and gradients).
         self.refuse_sharding("SG-BERT", "L_reg reads every weight of BERT_T and BERT_F whole, outside their forwards")
 
-    def loss_terms(self, model, inputs):
+    def training_loss(self, model, inputs):
         outputs = model(**inputs)
         terms = self.loss_fn.terms(outputs["embeddings"], outputs["views"], outputs["parameter_distance"])
-        if model.training:
-            self.record_training_metrics(parameter_distance=outputs["parameter_distance"])
-        return total(terms), lambda: terms, outputs
+        return total(terms), {**outputs, "terms": terms}, {"parameter_distance": outputs["parameter_distance"]}
+
+    def loss_terms(self, loss, outputs, statistics):
+        return outputs["terms"]
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)

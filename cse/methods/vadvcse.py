@@ -187,21 +187,43 @@ class MLPHeadEncoder(CSEModel):
             return self.head(cls.reshape(batch * views, hidden)).view(batch, views, -1)
 
 
+class _WordEmbeddingPerturbation:
+    """A forward hook adding ``r`` to a word-embedding layer's output while ``r`` is set. It stays
+    registered: registering and removing a hook around every perturbed forward would be a graph break
+    under ``torch.compile`` (each registration mutates a class-wide counter)."""
+
+    def __init__(self):
+        self.r: torch.Tensor | None = None
+
+    def __call__(self, module, args, output):
+        if self.r is None:
+            return output
+        if output.shape != self.r.shape:
+            raise ValueError(
+                f"perturbation of shape {tuple(self.r.shape)} for word embeddings of {tuple(output.shape)}"
+            )
+        return output + self.r.to(output.dtype)
+
+
+def word_embedding_perturbation(backbone: nn.Module) -> _WordEmbeddingPerturbation:
+    """The backbone's perturbation hook, registered on its word-embedding layer at the first call."""
+    layer = backbone.get_input_embeddings()
+    hook = getattr(layer, "_cse_perturbation", None)
+    if hook is None:
+        hook = layer._cse_perturbation = _WordEmbeddingPerturbation()
+        layer.register_forward_hook(hook)
+    return hook
+
+
 @contextlib.contextmanager
 def perturbed_word_embeddings(backbone: nn.Module, r: torch.Tensor):
     """Within the block, the backbone's word-embedding layer outputs ``embedding + r``."""
-    layer = backbone.get_input_embeddings()
-
-    def add(module, args, output):
-        if output.shape != r.shape:
-            raise ValueError(f"perturbation of shape {tuple(r.shape)} for word embeddings of {tuple(output.shape)}")
-        return output + r.to(output.dtype)
-
-    handle = layer.register_forward_hook(add)
+    hook = word_embedding_perturbation(backbone)
+    hook.r = r
     try:
         yield
     finally:
-        handle.remove()
+        hook.r = None
 
 
 def replaying_rng(device: torch.device):
@@ -315,6 +337,9 @@ class VAdvCSETrainer(CSETrainer):
         if shared_dropout and vadv_loss is None:
             raise ValueError("shared_dropout set, but vadv_lambda 0 leaves no adversarial term")
         self.vadv_loss, self.vadv_lambda, self.shared_dropout = vadv_loss, vadv_lambda, shared_dropout
+        if vadv_loss is not None:
+            # now, outside the training step that torch.compile may trace
+            word_embedding_perturbation(self.model.backbone)
         logger.info(
             "virtual adversarial term: lambda %g, %s, %s dropout masks",
             vadv_lambda,
@@ -339,15 +364,22 @@ class VAdvCSETrainer(CSETrainer):
                 "BatchNorm head cannot normalise in the perturbed forward: use --dataloader_drop_last true"
             )
 
-    def loss_terms(self, model, inputs):
+    def training_loss(self, model, inputs):
         if not model.training:
-            return super().loss_terms(model, inputs)
-        encoder = self.accelerator.unwrap_model(model)
+            return super().training_loss(model, inputs)
         terms, views, stats = vadvcse_terms(
-            model, encoder, inputs, self.loss_fn, self.vadv_loss, self.vadv_lambda, shared_dropout=self.shared_dropout
+            model,
+            self.encoder,
+            inputs,
+            self.loss_fn,
+            self.vadv_loss,
+            self.vadv_lambda,
+            shared_dropout=self.shared_dropout,
         )
-        self.record_training_metrics(**stats)
-        return total(terms), lambda: terms, {"embeddings": views}
+        return total(terms), {"embeddings": views, "terms": terms}, stats
+
+    def loss_terms(self, loss, outputs, statistics):
+        return outputs["terms"]
 
 
 def build(model_args, vadv_args: VAdvCSEArguments):

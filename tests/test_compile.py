@@ -1,0 +1,158 @@
+"""torch.compile readiness on the CPU: each method's training step (forward and loss, the function
+``--torch_compile`` compiles) traces as one graph, except V-advCSE's perturbation search, whose
+``torch.autograd.grad`` dynamo cannot put in a graph; a run through the real Trainer never
+recompiles across train -> evaluate -> train; a second process loads the compiled graphs from
+``--compile_cache_dir`` instead of compiling them again.
+
+Graph breaks are counted with ``torch._dynamo.explain`` (it traces, it compiles nothing); the
+Trainer runs use the ``aot_eager`` backend (dynamo and AOTAutograd, no kernel generation) except
+the cache test, which needs inductor's own caches."""
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch._dynamo
+
+from .conftest import REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir
+
+SG_FLAGS = ["--early_stopping_patience", "0", "--projection_size", "64"]
+# (script, tiny backbone family, flags): every method and variant of the training step
+METHODS = {
+    "simcse": ("run_simcse", "bert", []),
+    "adcse-released": ("run_adcse", "bert", ["--num_adversaries", "8"]),
+    "adcse-paper": ("run_adcse", "bert", ["--num_adversaries", "8", "--variant", "paper"]),
+    "mixcse-released": ("run_mixcse", "bert", []),
+    "mixcse-paper": ("run_mixcse", "bert", ["--variant", "paper"]),
+    "sgbert-sg": ("run_sgbert", "bert", [*SG_FLAGS, "--loss_variant", "base"]),
+    "sgbert-opt": ("run_sgbert", "bert", SG_FLAGS),
+    "vadvcse": ("run_vadvcse", "bert", []),
+    "vadvcse-shared-dropout": ("run_vadvcse", "bert", ["--shared_dropout", "true"]),
+    "sarcse": ("run_sarcse", "roberta", ["--textcnn_channels", "16", "--cnn_channels", "2"]),
+}  # fmt: skip
+
+# V-advCSE's search takes grad_r F with torch.autograd.grad inside the training step. Dynamo does not
+# trace it (AOTAutograd cannot put a backward inside the forward graph it differentiates), so the
+# step breaks there once per ascent step; the break splits each enclosing frame (training_loss,
+# vadvcse_loss, VirtualAdversarialLoss.forward, virtual_adversarial_loss), which explain counts
+# as that many breaks. --shared_dropout adds two: replaying the dropout masks reads and restores the
+# RNG state (torch.get_rng_state, torch.random.fork_rng), which dynamo does not trace. Every other
+# break would be a regression.
+AUTOGRAD_GRAD = ("torch.autograd.grad",)
+RNG_REPLAY = ("`get_rng_state`", "_GeneratorContextManager")
+INHERENT_BREAKS = {"vadvcse": (7, AUTOGRAD_GRAD), "vadvcse-shared-dropout": (9, AUTOGRAD_GRAD + RNG_REPLAY)}
+
+
+@pytest.fixture(scope="module")
+def backbones(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compile")
+    return {family: tiny_model_dir(root / family, family) for family in ("bert", "roberta")}
+
+
+def run(method, backbones, out, *flags, max_steps=1):
+    script, family, method_flags = METHODS[method]
+    argv = [
+        "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
+        "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * max_steps), "--max_seq_length", "16",
+        "--per_device_train_batch_size", "8", "--max_steps", str(max_steps), "--eval_strategy", "no",
+        "--save_strategy", "no", "--load_best_model_at_end", "false", "--final_eval", "none",
+        "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true", "--seed", "7",
+        *method_flags, *flags,
+    ]  # fmt: skip
+    return importlib.import_module(script).main(argv)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_training_step_has_no_graph_break(method, backbones, tmp_path):
+    trainer = run(method, backbones, tmp_path / "run", "--pad_to_max_length", "true")
+    batch = next(iter(trainer.get_train_dataloader()))
+    trainer.model.train()
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(trainer.training_loss)(trainer.model, batch)
+    reasons = [reason.reason for reason in explained.break_reasons]
+    count, causes = INHERENT_BREAKS.get(method, (0, ()))
+    assert explained.graph_break_count == count, reasons
+    assert all(any(cause in reason for cause in causes) for reason in reasons), reasons
+
+
+def test_no_recompile_across_train_evaluate_train(backbones, tmp_path):
+    """4 steps with an STS-B dev evaluation (and a best-checkpoint save) after step 2: with static
+    shapes the step is compiled once and reused after the evaluation."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    flags = [
+        "--torch_compile", "true", "--torch_compile_backend", "aot_eager", "--pad_to_max_length", "true",
+        "--eval_strategy", "steps", "--eval_steps", "2", "--save_strategy", "best",
+        "--load_best_model_at_end", "true",
+    ]  # fmt: skip
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        trainer = run("sgbert-opt", backbones, tmp_path / "run", *flags, max_steps=4)
+    evaluations = [entry for entry in trainer.state.log_history if "eval_stsb_spearman" in entry]
+    assert [entry["step"] for entry in evaluations] == [2, 4]
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+    assert not torch._dynamo.utils.counters["recompiles"]
+
+
+def test_recompile_detector_sees_a_shape_change(backbones, tmp_path):
+    """The control: without static shapes the second batch's length differs, which is a recompile."""
+    torch._dynamo.reset()
+    flags = ["--torch_compile", "true", "--torch_compile_backend", "aot_eager", "--max_seq_length", "64"]
+    with torch._dynamo.config.patch(error_on_recompile=True), pytest.raises(Exception, match="Recompiling"):
+        run("simcse", backbones, tmp_path / "run", *flags, max_steps=2)
+
+
+# Runs the SimCSE step once under inductor in a process of its own and prints the cache counters.
+CACHE_PROBE = textwrap.dedent(
+    """
+    import json, sys
+    import torch._dynamo.utils
+    import run_simcse
+    run_simcse.main(sys.argv[1:])
+    counters = torch._dynamo.utils.counters
+    print("COUNTERS " + json.dumps({group: dict(counters[group]) for group in ("inductor", "aot_autograd")}))
+    """
+)
+
+
+def test_second_process_loads_the_compiled_step_from_the_cache(backbones, tmp_path):
+    cache = tmp_path / "compile-cache"
+    argv = [
+        "--model_name_or_path", backbones["bert"], "--train_file", WIKI_HEAD, "--senteval_data_dir", SENTEVAL,
+        "--max_train_samples", "8", "--max_seq_length", "16", "--pad_to_max_length", "true",
+        "--per_device_train_batch_size", "8", "--max_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
+        "--load_best_model_at_end", "false", "--final_eval", "none", "--report_to", "none", "--disable_tqdm", "true",
+        "--use_cpu", "true", "--torch_compile", "true", "--compile_cache_dir", str(cache),
+    ]  # fmt: skip
+    # Only the flag may point inductor at the cache: the machine's own variable is taken away.
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    counters = []
+    for run in ("first", "second"):
+        process = subprocess.run(
+            [sys.executable, "-c", CACHE_PROBE, *argv, "--output_dir", str(tmp_path / run)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert process.returncode == 0, process.stderr[-3000:]
+        line = next(line for line in process.stdout.splitlines() if line.startswith("COUNTERS "))
+        counters.append(json.loads(line.removeprefix("COUNTERS ")))
+    first, second = counters
+    assert first["inductor"].get("fxgraph_cache_miss", 0) > 0 and not first["inductor"].get("fxgraph_cache_hit")
+    assert any((cache / "fxgraph").iterdir())
+    # the forward and backward graphs (two) come back from the FX graph cache: no kernel is generated again
+    assert second["inductor"].get("fxgraph_cache_hit", 0) == 2 and not second["inductor"].get("fxgraph_cache_miss")
+
+
+def test_compile_cache_dir_without_torch_compile_is_refused(tmp_path):
+    from cse.arguments import CSETrainingArguments
+    from cse.errors import CSEUsageError
+
+    with pytest.raises(CSEUsageError, match="--torch_compile is off"):
+        CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, compile_cache_dir=str(tmp_path / "cache"))
+    assert not (tmp_path / "cache").exists()
