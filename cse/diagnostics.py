@@ -27,7 +27,7 @@ from transformers import set_seed
 
 from .arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from .environment import check_min_versions, collect_environment
-from .errors import run_cli
+from .errors import CSEUsageError, run_cli
 from .methods import adcse, mixcse, sarcse, sgbert, vadvcse
 from .pipeline import build_simcse, build_trainer
 from .trainer import term_gradients
@@ -123,13 +123,13 @@ def diagnose(method: str, argv: list[str]) -> dict:
         if step == diag_args.num_batches:
             break
         inputs = {k: v.to(training_args.device) for k, v in batch.items()}
-        _, terms, _ = trainer.loss_terms(model, inputs)
-        stats = term_gradients(terms(), trainer.encoder_parameters())
+        terms = trainer.loss_terms(*trainer.training_loss(model, inputs))
+        stats = term_gradients(terms, trainer.encoder_parameters())
         batches.append({k: v.item() for k, v in stats.items()})
         if method == "vadvcse" and trainer.vadv_loss is not None:
             extras.append(vadv_divergences(trainer, model, inputs))
     if len(batches) < diag_args.num_batches:
-        raise ValueError(
+        raise CSEUsageError(
             f"the corpus gave {len(batches)} batches of {diag_args.batch_size}, not {diag_args.num_batches}"
         )
     mean = lambda key, rows: sum(row[key] for row in rows) / len(rows)  # noqa: E731
