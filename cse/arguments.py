@@ -16,6 +16,7 @@ import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
 from .pooling import POOLERS, check_pooler
+from .reliability import check_finite_arguments
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 
@@ -164,7 +165,8 @@ def read_config_file(path: str) -> dict:
 def parse_args(dataclass_types, argv: list[str] | None = None):
     """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses. A leading ``.json``/``.yaml``
     path supplies values, typed as the file types them (``null``, mappings and lists included), that
-    later flags override. Unknown names, in the file or on the command line, are errors."""
+    later flags override. Unknown names, in the file or on the command line, and NaN or infinite
+    numbers are errors."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser(dataclass_types)
     if argv and argv[0].endswith((".json", ".yaml", ".yml")):
@@ -176,4 +178,6 @@ def parse_args(dataclass_types, argv: list[str] | None = None):
         # File values become the parser's defaults, so that flags given after the file win.
         parser.set_defaults(**config)
         argv = argv[1:]
+    # Before the dataclasses are built: their own checks would misreport a NaN (every comparison is false).
+    check_finite_arguments(vars(parser.parse_known_args(args=argv)[0]))
     return parser.parse_args_into_dataclasses(args=argv, look_for_args_file=False)

@@ -14,6 +14,7 @@ import transformers
 from .data import TwoViewCollator, build_train_dataset
 from .evaluation import SentEvalSuite
 from .modeling import CSEModel
+from .reliability import output_dir_lock
 from .results import markdown_table
 from .resume import check_best_model_loaded, find_checkpoint
 from .trainer import CSETrainer
@@ -51,7 +52,15 @@ def train_and_evaluate(
 ):
     """Train ``model`` with ``loss`` (``trainer_class`` gets ``trainer_kwargs``; ``method_args``, the
     method's dataclass, guards resumption with the rest), save the best encoder to ``output_dir`` and,
-    unless ``--final_eval none``, print and save its STS table. Returns the trainer."""
+    unless ``--final_eval none``, print and save its STS table, holding ``output_dir`` for this run
+    throughout (:func:`cse.reliability.output_dir_lock`). Returns the trainer."""
+    with output_dir_lock(training_args):
+        return _train_and_evaluate(
+            model_args, data_args, training_args, model, loss, trainer_class, method_args, **trainer_kwargs
+        )
+
+
+def _train_and_evaluate(model_args, data_args, training_args, model, loss, trainer_class, method_args, **kwargs):
     with training_args.main_process_first(desc="corpus tokenisation"):
         train_dataset = build_train_dataset(data_args, model.tokenizer, cache_dir=model_args.cache_dir)
     trainer = trainer_class(
@@ -64,9 +73,12 @@ def train_and_evaluate(
         processing_class=model.tokenizer,
         loss=loss,
         senteval_data_dir=data_args.senteval_data_dir,
-        **trainer_kwargs,
+        **kwargs,
     )
-    result = trainer.train(resume_from_checkpoint=find_checkpoint(model_args, data_args, training_args, method_args))
+    checkpoint = find_checkpoint(
+        model_args, data_args, training_args, method_args, method_files=trainer.checkpoint_files()
+    )
+    result = trainer.train(resume_from_checkpoint=checkpoint)
     check_best_model_loaded(trainer)
     trainer.save_encoder()
     metrics = {**result.metrics, "train_samples": len(train_dataset)}
