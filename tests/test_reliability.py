@@ -229,7 +229,9 @@ FAST_KILLS = {
 
 
 @pytest.mark.parametrize("method", list(FAST_KILLS))
-def test_killed_inside_a_checkpoint_write_resumes_bit_identical(method, tiny_bert, tiny_roberta, tmp_path, monkeypatch):
+def test_killed_inside_a_checkpoint_write_resumes_bit_identical(
+    method, tiny_bert, tiny_roberta, tmp_path, monkeypatch, caplog
+):
     script, family, flags = METHODS[method]
     model_dir = tiny_bert if family == "bert" else tiny_roberta
     in_process(script, [*common_args(model_dir, tmp_path / "straight"), *flags], monkeypatch)
@@ -238,22 +240,24 @@ def test_killed_inside_a_checkpoint_write_resumes_bit_identical(method, tiny_ber
         worker(script, argv, kill)
     torn = tmp_path / "killed" / "checkpoint-4"
     assert checkpoint_problem(str(torn), TrainingArguments(output_dir=str(tmp_path), use_cpu=True)) is not None
-    proc = worker(script, argv)  # the same command, until done
-    log = proc.stdout + proc.stderr
-    assert f"skipping the incomplete checkpoint {torn}" in log and "checkpoint-2, left in the output" in log
-    assert "took over the lock" in log
+    with caplog.at_level("WARNING"):
+        in_process(script, argv, monkeypatch)  # the same command (here in this process, which is cheaper)
+    assert f"skipping the incomplete checkpoint {torn}" in caplog.text
+    assert "checkpoint-2, left in the output" in caplog.text and "took over the lock" in caplog.text
     assert_bit_identical(str(tmp_path / "killed"), str(tmp_path / "straight"))
 
 
 def kill_points(method, steps=12, save_steps=3):
-    """Every kind of point: at a step's end, and before, inside and after each file of a checkpoint."""
+    """Every kind of point: at a step's end, and before, inside and after each file of a checkpoint
+    but the first (a run killed while writing its first checkpoint leaves none to resume from, and
+    the next start says so: test_no_complete_checkpoint_says_how_to_start_over)."""
     files = ["model.safetensors", "training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"]
     files += {"adcse": [ADVERSARY_STATE_NAME], "sarcse": [TOKEN_COUNTS_NAME]}.get(method, [])
     files.append("trainer_state.json")
     points = [f"{s}:step" for s in range(1, steps)]
     points += [
         f"{s}:{when}:{name}"
-        for s in range(save_steps, steps + 1, save_steps)
+        for s in range(2 * save_steps, steps + 1, save_steps)
         for name in files
         for when in ("before", "during", "after")
     ]
@@ -273,7 +277,7 @@ def test_long_kill_anywhere(method, tiny_bert, tiny_roberta, tmp_path):
     argv = [*common_args(model_dir, tmp_path / "killed", steps, save_steps), *flags]
     rng = random.Random(f"{method}-kills")
     points = kill_points(method, steps, save_steps)
-    chosen = sorted(rng.sample(points, 8), key=lambda p: (int(p.split(":")[0]), points.index(p)))
+    chosen = sorted(rng.sample(points, 6), key=lambda p: (int(p.split(":")[0]), points.index(p)))
     done = []
     for point in chosen:
         proc = worker(script, argv, point, check=False)
