@@ -199,6 +199,16 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None, meth
                 )
         if checkpoint is not None:
             logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)
+    if checkpoint is not None and training_args.load_best_model_at_end and os.path.isdir(checkpoint):
+        # Found now rather than after training: the Trainer would end by exporting the last model instead.
+        with open(os.path.join(checkpoint, TRAINER_STATE_NAME), encoding="utf-8") as f:
+            best = json.load(f).get("best_model_checkpoint")
+        problem = best and (checkpoint_problem(best, training_args, method_files) if os.path.isdir(best) else "missing")
+        if problem:
+            raise CSEUsageError(
+                f"{checkpoint} records {best} as the best checkpoint so far, but it is incomplete ({problem})",
+                hint="the best model cannot be recovered: train again into another --output_dir",
+            )
     if training_args.should_save:
         os.makedirs(output_dir, exist_ok=True)
         # Written aside and renamed: other processes may be reading the previous copy.

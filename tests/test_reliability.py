@@ -26,7 +26,7 @@ from cse.errors import CSEUsageError
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
 from cse.methods.sarcse import TOKEN_COUNTS_NAME
 from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
-from cse.resume import checkpoint_problem, last_complete_checkpoint
+from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
 
 from .conftest import DATA, REPO, WIKI_HEAD
 
@@ -83,7 +83,7 @@ METHODS = {
     "sarcse": ("run_sarcse.py", "roberta", ["--textcnn_channels", "8"]),
     "mixcse": ("run_mixcse.py", "bert", []),
     "vadvcse": ("run_vadvcse.py", "bert", []),
-    "sgbert": ("run_sgbert.py", "bert", ["--projection_size", "16"]),
+    "sgbert": ("run_sgbert.py", "bert", ["--projection_size", "16", "--early_stopping_patience", "0"]),
 }
 
 
@@ -167,7 +167,7 @@ def test_second_run_is_refused_naming_the_holder_and_a_killed_holders_lock_is_ta
 # --- torn checkpoints -------------------------------------------------------------------------------
 
 
-def fake_checkpoint(path, step, method_files=()):
+def fake_checkpoint(path, step, method_files=(), best=None):
     """A checkpoint with the files the Trainer writes, each in its real format."""
     path.mkdir(parents=True)
     save_file({"w": torch.ones(64, 64)}, str(path / "model.safetensors"))
@@ -175,7 +175,8 @@ def fake_checkpoint(path, step, method_files=()):
         torch.save({"state": torch.arange(4096.0)}, path / name)
     for name in method_files:
         save_file({"t": torch.zeros(256)}, str(path / name))
-    (path / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": []}))
+    state = {"global_step": step, "log_history": [], "best_model_checkpoint": best}
+    (path / "trainer_state.json").write_text(json.dumps(state))
     return str(path)
 
 
@@ -214,6 +215,22 @@ def test_no_complete_checkpoint_says_how_to_start_over(tmp_path):
     assert "checkpoint-2: model.safetensors is unreadable" in str(error.value)
     assert f"delete {tmp_path}" in error.value.hint
     assert last_complete_checkpoint(str(tmp_path / "checkpoint-4"), args) is None  # no checkpoint at all
+
+
+def test_an_incomplete_named_or_best_checkpoint_is_refused_before_training(tmp_path):
+    def find(**training):
+        args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, **training)
+        return find_checkpoint(ModelArguments(), DataArguments(), args)
+
+    best = fake_checkpoint(tmp_path / "checkpoint-10", 10)
+    last = fake_checkpoint(tmp_path / "checkpoint-20", 20, best=best)
+    assert find() == last
+    os.remove(os.path.join(best, "rng_state.pth"))
+    with pytest.raises(CSEUsageError, match="records .*checkpoint-10 as the best .*rng_state.pth is missing"):
+        find()
+    assert find(load_best_model_at_end=False) == last  # without best-model selection it does not matter
+    with pytest.raises(CSEUsageError, match="--resume_from_checkpoint .*checkpoint-10 is incomplete"):
+        find(resume_from_checkpoint=best, load_best_model_at_end=False)
 
 
 # --- kill anywhere ---------------------------------------------------------------------------------
