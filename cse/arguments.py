@@ -21,6 +21,7 @@ from transformers.trainer_utils import HubStrategy
 from .errors import CSEUsageError
 from .paths import MissingDataError
 from .pooling import POOLERS, check_pooler
+from .reliability import check_finite_arguments
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 
@@ -238,8 +239,8 @@ def check_save_steps(training_args, given: set[str]) -> None:
 def parse_args(dataclass_types, argv: list[str] | None = None):
     """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses. A leading ``.json``/``.yaml``
     path supplies values, typed as the file types them (``null``, mappings and lists included), that
-    later flags override. Unknown names, in the file or on the command line, and abbreviated flags are
-    errors (``CSEUsageError``), as is ``save_steps`` without ``save_strategy: steps``."""
+    later flags override. Unknown names, in the file or on the command line, abbreviated flags and NaN
+    or infinite numbers are errors (``CSEUsageError``), as is ``save_steps`` without ``save_strategy: steps``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser(dataclass_types, allow_abbrev=False)
     given = given_flags(argv)
@@ -253,6 +254,8 @@ def parse_args(dataclass_types, argv: list[str] | None = None):
         parser.set_defaults(**config)
         given |= set(config)
         argv = argv[1:]
+    # Before the dataclasses are built: their own checks would misreport a NaN (every comparison is false).
+    check_finite_arguments(vars(parser.parse_known_args(args=argv)[0]))
     try:
         *outputs, remaining = parser.parse_args_into_dataclasses(
             args=argv, look_for_args_file=False, return_remaining_strings=True

@@ -21,6 +21,7 @@ from .losses import InfoNCELoss
 from .model_card import push_encoder, write_model_card
 from .modeling import CSEModel
 from .paths import default_train_file
+from .reliability import output_dir_lock
 from .results import markdown_table
 from .resume import check_best_model_loaded, find_checkpoint, run_settings
 from .trainer import CSETrainer
@@ -132,16 +133,29 @@ def train_and_evaluate(
     again with it); with ``--push_to_hub``, upload the exported directory. Returns the trainer.
 
     What the run needs at its end is checked before it starts: the precision, and the final
-    evaluation's data (read now; the trainer reads the dev sets when it is built)."""
+    evaluation's data (read now; the trainer reads the dev sets when it is built). Then the run holds
+    ``output_dir`` throughout (:func:`cse.reliability.output_dir_lock`)."""
     check_precision(training_args)
     final_suite = (
         SentEvalSuite("sts", training_args.final_eval, data_args.senteval_data_dir, progress=True)
         if training_args.final_eval != "none"
         else None
     )
+    with output_dir_lock(training_args):
+        return _train_and_evaluate(
+            model_args, data_args, training_args, model, loss, trainer_class, method_args, final_suite, **trainer_kwargs
+        )
+
+
+def _train_and_evaluate(
+    model_args, data_args, training_args, model, loss, trainer_class, method_args, final_suite, **trainer_kwargs
+):
     trainer = build_trainer(model_args, data_args, training_args, model, loss, trainer_class, **trainer_kwargs)
     train_dataset = trainer.train_dataset
-    result = trainer.train(resume_from_checkpoint=find_checkpoint(model_args, data_args, training_args, method_args))
+    checkpoint = find_checkpoint(
+        model_args, data_args, training_args, method_args, method_files=trainer.checkpoint_files()
+    )
+    result = trainer.train(resume_from_checkpoint=checkpoint)
     check_best_model_loaded(trainer)
     trainer.save_encoder()
     metrics = {**result.metrics, "train_samples": len(train_dataset)}

@@ -8,15 +8,19 @@ or an interrupted one with other settings, is refused with a message rather than
 from __future__ import annotations
 
 import dataclasses
+import glob
 import json
 import logging
 import os
+import re
+import zipfile
 
 from safetensors import safe_open
-from transformers.trainer_utils import get_last_checkpoint
-from transformers.utils import SAFE_WEIGHTS_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_NAME
 
 from .environment import collect_environment
+from .errors import CSEUsageError
 from .modeling import CSE_CONFIG_NAME
 
 logger = logging.getLogger(__name__)
@@ -49,6 +53,102 @@ RESUME_SENSITIVE = (
 _DATA_LOGISTICS = ("preprocessing_num_workers", "overwrite_cache", "senteval_data_dir")
 
 
+TRAINER_STATE_NAME = "trainer_state.json"
+_CHECKPOINT_STEP = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
+
+
+def _unreadable(path: str) -> str | None:
+    """Why the file at ``path`` cannot be loaded, or None. Structural checks only, whatever the file's
+    size: JSON is parsed; a safetensors header must describe exactly the bytes that follow it; a
+    ``torch.save`` file (a zip archive) must end with its central directory. Each format ends with
+    what these checks read, so a file cut short by a killed writer fails them."""
+    if not os.path.isfile(path):
+        return "missing"
+    try:
+        if path.endswith(".json"):
+            with open(path, encoding="utf-8") as f:
+                json.load(f)
+        elif path.endswith(".safetensors"):
+            with safe_open(path, framework="pt") as f:
+                f.keys()
+        elif path.endswith((".pt", ".pth", ".bin")):
+            with zipfile.ZipFile(path) as archive:
+                archive.namelist()
+    except Exception as error:  # any parse failure means the same: the file is torn
+        return f"unreadable ({type(error).__name__}: {error})"
+    return None
+
+
+def checkpoint_problem(checkpoint: str, training_args, method_files=()) -> str | None:
+    """What keeps ``checkpoint`` from restoring a run exactly, or None when it is complete: the
+    Trainer's state, the model weights, the optimizer and scheduler, every process's RNG state (not
+    with ``--save_only_model``), the method's own state files ``method_files``, and any other weight
+    or state file present must be readable (:func:`_unreadable`)."""
+    required = [TRAINER_STATE_NAME, *method_files]
+    deepspeed_tag = os.path.join(checkpoint, "latest")
+    if os.path.isfile(deepspeed_tag):  # DeepSpeed: weights, optimizer and its scheduler in the engine's folder
+        with open(deepspeed_tag, encoding="utf-8") as f:
+            engine_dir = os.path.join(checkpoint, f.read().strip())
+        if not glob.glob(os.path.join(engine_dir, "*model_states.pt")):
+            return f"the DeepSpeed state {engine_dir} is missing"
+    elif glob.glob(os.path.join(checkpoint, "pytorch_model_fsdp*")):
+        pass  # FSDP's own layout: its files are checked as present below
+    else:
+        if os.path.isfile(os.path.join(checkpoint, SAFE_WEIGHTS_INDEX_NAME)):
+            with open(os.path.join(checkpoint, SAFE_WEIGHTS_INDEX_NAME), encoding="utf-8") as f:
+                try:
+                    required += sorted(set(json.load(f)["weight_map"].values()))
+                except (ValueError, KeyError) as error:
+                    return f"{SAFE_WEIGHTS_INDEX_NAME} is unreadable ({error})"
+        elif not os.path.isfile(os.path.join(checkpoint, WEIGHTS_NAME)):
+            required.append(SAFE_WEIGHTS_NAME)
+        if not training_args.save_only_model:
+            required += ["optimizer.pt", "scheduler.pt"]
+    if not training_args.save_only_model:
+        world_size = training_args.world_size
+        required += ["rng_state.pth"] if world_size <= 1 else [f"rng_state_{i}.pth" for i in range(world_size)]
+    present = [
+        os.path.relpath(path, checkpoint)
+        for path in glob.glob(os.path.join(checkpoint, "**", "*"), recursive=True)
+        if path.endswith((".json", ".safetensors", ".pt", ".pth", ".bin"))
+    ]
+    for name in dict.fromkeys([*required, *sorted(present)]):
+        problem = _unreadable(os.path.join(checkpoint, name))
+        if problem is not None:
+            return f"{name} is {problem}"
+    return None
+
+
+def checkpoints_newest_first(output_dir: str) -> list[str]:
+    steps = {}
+    for name in os.listdir(output_dir):
+        match = _CHECKPOINT_STEP.match(name)
+        if match and os.path.isdir(os.path.join(output_dir, name)):
+            steps[os.path.join(output_dir, name)] = int(match.group(1))
+    return sorted(steps, key=steps.get, reverse=True)
+
+
+def last_complete_checkpoint(output_dir: str, training_args, method_files=()) -> str | None:
+    """The newest checkpoint in ``output_dir`` that :func:`checkpoint_problem` finds complete, each
+    newer one skipped with a warning (a run killed while writing it: resuming from the one before
+    recomputes the same steps); None when ``output_dir`` holds no checkpoint. Refuses when it holds
+    checkpoints but none is complete."""
+    checkpoints = checkpoints_newest_first(output_dir)
+    problems = []
+    for checkpoint in checkpoints:
+        problem = checkpoint_problem(checkpoint, training_args, method_files)
+        if problem is None:
+            return checkpoint
+        logger.warning("skipping the incomplete checkpoint %s: %s", checkpoint, problem)
+        problems.append(f"{os.path.basename(checkpoint)}: {problem}")
+    if checkpoints:
+        raise CSEUsageError(
+            f"{output_dir} holds no complete checkpoint to resume from ({'; '.join(problems)})",
+            hint=f"to start over, delete {output_dir} or choose another --output_dir",
+        )
+    return None
+
+
 def run_settings(model_args, data_args, training_args, method_args=None) -> dict:
     settings = {
         "model": dataclasses.asdict(model_args),
@@ -60,22 +160,31 @@ def run_settings(model_args, data_args, training_args, method_args=None) -> dict
     return json.loads(json.dumps(settings, default=str))
 
 
-def find_checkpoint(model_args, data_args, training_args, method_args=None) -> str | None:
-    """The checkpoint to resume from: ``--resume_from_checkpoint`` if given, else the last one an
-    interrupted run left in ``output_dir``. Refuses, rather than guessing, when ``output_dir`` holds
-    a finished run or a run with other settings (``method_args``: the method's own dataclass); then
-    records this run's settings there, with its ``environment`` (:func:`cse.environment.collect_environment`),
-    which the comparison leaves out: a resume may run on other versions or from a modified checkout."""
+def find_checkpoint(model_args, data_args, training_args, method_args=None, method_files=()) -> str | None:
+    """The checkpoint to resume from: ``--resume_from_checkpoint`` if given, else the last complete
+    one an interrupted run left in ``output_dir`` (:func:`last_complete_checkpoint`; ``method_files``:
+    the state files the method adds to each checkpoint). Refuses, rather than guessing, when
+    ``output_dir`` holds a finished run or a run with other settings (``method_args``: the method's
+    own dataclass); then records this run's settings there, with its ``environment``
+    (:func:`cse.environment.collect_environment`), which the comparison leaves out: a resume may run
+    on other versions or from a modified checkout."""
     output_dir = training_args.output_dir
     current = run_settings(model_args, data_args, training_args, method_args)
     checkpoint = training_args.resume_from_checkpoint
+    if checkpoint is not None and os.path.isdir(checkpoint):
+        problem = checkpoint_problem(checkpoint, training_args, method_files)
+        if problem is not None:
+            raise CSEUsageError(
+                f"--resume_from_checkpoint {checkpoint} is incomplete: {problem}",
+                hint="name a complete checkpoint, or leave the flag out to resume from the last complete one",
+            )
     if checkpoint is None and os.path.isdir(output_dir):
         if os.path.exists(os.path.join(output_dir, CSE_CONFIG_NAME)):
             raise FileExistsError(
                 f"{output_dir} holds a finished run: choose another --output_dir, delete it, or pass "
                 "--resume_from_checkpoint explicitly"
             )
-        checkpoint = get_last_checkpoint(output_dir)
+        checkpoint = last_complete_checkpoint(output_dir, training_args, method_files)
         saved_path = os.path.join(output_dir, RUN_ARGS_NAME)
         if checkpoint is not None and os.path.isfile(saved_path):
             with open(saved_path, encoding="utf-8") as f:
@@ -93,6 +202,16 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None) -> s
                 )
         if checkpoint is not None:
             logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)
+    if checkpoint is not None and training_args.load_best_model_at_end and os.path.isdir(checkpoint):
+        # Found now rather than after training: the Trainer would end by exporting the last model instead.
+        with open(os.path.join(checkpoint, TRAINER_STATE_NAME), encoding="utf-8") as f:
+            best = json.load(f).get("best_model_checkpoint")
+        problem = best and (checkpoint_problem(best, training_args, method_files) if os.path.isdir(best) else "missing")
+        if problem:
+            raise CSEUsageError(
+                f"{checkpoint} records {best} as the best checkpoint so far, but it is incomplete ({problem})",
+                hint="the best model cannot be recovered: train again into another --output_dir",
+            )
     if training_args.should_save:
         os.makedirs(output_dir, exist_ok=True)
         # Written aside and renamed: other processes may be reading the previous copy.
@@ -105,8 +224,8 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None) -> s
 
 
 def check_best_model_loaded(trainer) -> None:
-    """``load_best_model_at_end`` only warns when the best checkpoint has gone missing; exporting the
-    last model as if it were the best would be worse than stopping."""
+    """``load_best_model_at_end`` only warns when the best checkpoint or its weights have gone missing;
+    exporting the last model as if it were the best would be worse than stopping."""
     args, best = trainer.args, trainer.state.best_model_checkpoint
     if not args.load_best_model_at_end:
         return
@@ -116,6 +235,13 @@ def check_best_model_loaded(trainer) -> None:
         raise FileNotFoundError(
             f"the best checkpoint {best} is missing, so the model in memory is the last one: nothing exported"
         )
+    else:
+        problem = checkpoint_problem(best, args, trainer.checkpoint_files())
+        if problem is not None:
+            raise CSEUsageError(
+                f"the best checkpoint {best} is incomplete ({problem}): nothing exported",
+                hint="the best model cannot be recovered: train again into another --output_dir",
+            )
 
 
 def check_checkpoint_matches(model, checkpoint: str) -> None:
@@ -137,10 +263,15 @@ def check_checkpoint_matches(model, checkpoint: str) -> None:
 
 def resolve_checkpoint(trainer, resume_from_checkpoint) -> str | None:
     """What ``trainer.train(resume_from_checkpoint=...)`` will load, for trainers that restore their
-    own state first: ``True`` is the last checkpoint in ``output_dir``; a checkpoint of another model
+    own state first: ``True`` is the last complete checkpoint in ``output_dir``; a checkpoint of another model
     layout is refused (:func:`check_checkpoint_matches`)."""
     if resume_from_checkpoint is True:
-        resume_from_checkpoint = get_last_checkpoint(trainer.args.output_dir)
+        output_dir = trainer.args.output_dir
+        resume_from_checkpoint = (
+            last_complete_checkpoint(output_dir, trainer.args, trainer.checkpoint_files())
+            if os.path.isdir(output_dir)
+            else None
+        )
         if resume_from_checkpoint is None:
             raise ValueError(f"no checkpoint to resume from in {trainer.args.output_dir}")
     if not resume_from_checkpoint:

@@ -22,6 +22,7 @@ from transformers.utils.output_capturing import maybe_install_capturing_hooks
 from . import citations
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
+from .reliability import NonFiniteGuard, check_finite_weights
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class CSETrainer(Trainer):
             for module in self.model.modules():
                 if isinstance(module, PreTrainedModel):
                     maybe_install_capturing_hooks(module)
+        self.add_callback(NonFiniteGuard())
         global_batch = self.args.per_device_train_batch_size * self.args.world_size
         if global_batch < 2:
             raise CSEUsageError(
@@ -97,6 +99,11 @@ class CSETrainer(Trainer):
             f"DeepSpeed ZeRO-{self.zero_stage}" if self.is_deepspeed_enabled else "no DeepSpeed",
             getattr(loss, "get_config_dict", dict)(),
         )
+
+    def checkpoint_files(self) -> tuple[str, ...]:
+        """The state files this trainer adds to every checkpoint, without which a resume would not
+        continue the same run (:func:`cse.resume.checkpoint_problem`)."""
+        return ()
 
     @property
     def citations(self) -> list[str]:
@@ -250,5 +257,6 @@ class CSETrainer(Trainer):
         output_dir = output_dir or self.args.output_dir
         state_dict = self.accelerator.get_state_dict(self.deepspeed) if self.is_deepspeed_enabled else None
         if self.args.should_save:
+            check_finite_weights(state_dict or self.accelerator.unwrap_model(self.model).state_dict(), output_dir)
             self.accelerator.unwrap_model(self.model).save_pretrained(output_dir, state_dict=state_dict)
             logger.info("encoder saved to %s", output_dir)

@@ -243,6 +243,13 @@ class AdCSETrainer(CSETrainer):
                 dist.broadcast(self.adversaries.data, src=0)
         self.add_callback(_AdCSEUpdates(self))
 
+    def checkpoint_files(self) -> tuple[str, ...]:
+        files = () if self.adversaries is None else (ADVERSARY_STATE_NAME,)
+        # p is cast to 16 bits only by DeepSpeed's engine; then its fp32 master is saved (prepare_momentum_master)
+        if self.dual_encoder is not None and self.is_deepspeed_enabled and (self.args.bf16 or self.args.fp16):
+            files += (MOMENTUM_MASTER_NAME,)
+        return files
+
     def training_loss(self, model, inputs):
         loss, outputs, _ = super().training_loss(model, inputs)
         return loss, outputs, dict(getattr(self.loss_fn, "statistics", {}))

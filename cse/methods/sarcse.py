@@ -277,6 +277,9 @@ class ReconstructionMixin:
             "reconstruction_positive": self.gamma * statistics["reconstruction_loss_positive"],
         }
 
+    def checkpoint_files(self) -> tuple[str, ...]:
+        return super().checkpoint_files() + ((TOKEN_COUNTS_NAME,) if self.reconstruction_loss.needs_counts else ())
+
     def count_token_frequencies(self) -> None:
         counts = count_tokens(
             corpus_token_ids(self.train_dataset),

@@ -1,0 +1,384 @@
+"""Runs that are killed, doubled or diverge: one run per output directory (two real processes; a
+lock left by a SIGKILLed one), torn checkpoints skipped on resume (files really cut short), the
+kill-anywhere test (processes SIGKILLed at steps and inside checkpoint writes, resumed with the
+same command, end with the weights of an uninterrupted run bit for bit), and non-finite values
+(refused flags, a really diverging run, export of NaN weights).
+
+The kill-anywhere test's long form (every method, dozens of kill points) runs with
+``CSE_LONG_TESTS=1``."""
+
+import json
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import TrainingArguments
+
+from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.errors import CSEUsageError
+from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
+from cse.methods.sarcse import TOKEN_COUNTS_NAME
+from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
+from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
+
+from .conftest import DATA, REPO, WIKI_HEAD
+
+# OMP_NUM_THREADS is inherited, not set: the in-process reference runs use the same thread count.
+ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
+WORKER = os.path.join(REPO, "tests", "kill_worker.py")
+SIGKILLED = -signal.SIGKILL
+LONG = pytest.mark.skipif(os.environ.get("CSE_LONG_TESTS") != "1", reason="long form: set CSE_LONG_TESTS=1")
+
+
+def common_args(model_dir, out, max_steps=8, save_steps=2):
+    return [
+        "--model_name_or_path",
+        model_dir,
+        "--output_dir",
+        str(out),
+        "--train_file",
+        WIKI_HEAD,
+        "--max_train_samples",
+        "256",
+        "--per_device_train_batch_size",
+        "8",
+        "--learning_rate",
+        "1e-3",
+        "--max_steps",
+        str(max_steps),
+        "--logging_steps",
+        "2",
+        "--eval_strategy",
+        "no",
+        "--load_best_model_at_end",
+        "false",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        str(save_steps),
+        "--save_total_limit",
+        "2",
+        "--final_eval",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--use_cpu",
+        "true",
+        "--seed",
+        "5",
+    ]
+
+
+# Each method with the flags that make it small, and the state files its checkpoints add.
+METHODS = {
+    "simcse": ("run_simcse.py", "bert", []),
+    "adcse": ("run_adcse.py", "bert", ["--num_adversaries", "8"]),
+    "sarcse": ("run_sarcse.py", "roberta", ["--textcnn_channels", "8"]),
+    "mixcse": ("run_mixcse.py", "bert", []),
+    "vadvcse": ("run_vadvcse.py", "bert", []),
+    "sgbert": ("run_sgbert.py", "bert", ["--projection_size", "16", "--early_stopping_patience", "0"]),
+}
+
+
+def worker(script, argv, kill=None, check=True):
+    """``script`` with ``argv`` in a new process, SIGKILLed where ``kill`` says (tests/kill_worker.py)."""
+    env = dict(ENV)
+    if kill is not None:
+        env["CSE_TEST_KILL"] = kill
+    proc = subprocess.run(
+        [sys.executable, WORKER, script, *argv], capture_output=True, text=True, env=env, timeout=600, cwd=REPO
+    )
+    if check and proc.returncode != (SIGKILLED if kill else 0):
+        raise AssertionError(f"{kill}: exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-5000:]}")
+    return proc
+
+
+def in_process(script, argv, monkeypatch):
+    """The same command in this process (cheaper than a new one)."""
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)
+    module = __import__(os.path.splitext(script)[0])
+    module.main(argv)
+
+
+def weights(out):
+    """Every weight and state tensor a finished run leaves: the exported model and the last checkpoint."""
+    last = max((p for p in os.listdir(out) if p.startswith("checkpoint-")), key=lambda p: int(p.split("-")[1]))
+    tensors = {}
+    for directory in (out, os.path.join(out, last)):
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(".safetensors"):
+                for key, value in load_file(os.path.join(directory, name)).items():
+                    tensors[f"{os.path.relpath(directory, out)}/{name}/{key}"] = value
+    return last, tensors
+
+
+def assert_bit_identical(out, reference):
+    last, got = weights(out)
+    ref_last, expected = weights(reference)
+    assert last == ref_last and got.keys() == expected.keys()
+    differ = [key for key in expected if not torch.equal(got[key], expected[key])]
+    assert not differ, f"{len(differ)} tensor(s) differ from the uninterrupted run, first {differ[0]}"
+
+
+# --- one run per output directory -----------------------------------------------------------------
+
+HOLDER = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from transformers import TrainingArguments
+from cse.reliability import output_dir_lock
+with output_dir_lock(TrainingArguments(output_dir={out!r}, use_cpu=True)):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_second_run_is_refused_naming_the_holder_and_a_killed_holders_lock_is_taken_over(tiny_bert, tmp_path, caplog):
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER.format(repo=REPO, out=str(out))], stdout=subprocess.PIPE, text=True, env=ENV
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = sorted(os.listdir(out))
+        proc = worker("run_simcse.py", common_args(tiny_bert, out), check=False)
+        assert proc.returncode not in (0, SIGKILLED)
+        assert f"in use by another run (PID {holder.pid} on host {socket.gethostname()}" in proc.stderr
+        assert sorted(os.listdir(out)) == before == [LOCK_NAME]  # nothing written
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    # The holder died without releasing: its marker is left, and taken over with a warning.
+    assert (out / LOCK_NAME).read_text().startswith(f"{holder.pid}\n")
+    with caplog.at_level("WARNING", logger="cse.reliability"):
+        with output_dir_lock(TrainingArguments(output_dir=str(out), use_cpu=True)):
+            assert (out / LOCK_NAME).read_text().startswith(f"{os.getpid()}\n")
+    assert f"left by PID {holder.pid}" in caplog.text and "no longer running" in caplog.text
+    assert not (out / LOCK_NAME).exists()  # released at exit
+
+
+# --- torn checkpoints -------------------------------------------------------------------------------
+
+
+def fake_checkpoint(path, step, method_files=(), best=None):
+    """A checkpoint with the files the Trainer writes, each in its real format."""
+    path.mkdir(parents=True)
+    save_file({"w": torch.ones(64, 64)}, str(path / "model.safetensors"))
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
+        torch.save({"state": torch.arange(4096.0)}, path / name)
+    for name in method_files:
+        save_file({"t": torch.zeros(256)}, str(path / name))
+    state = {"global_step": step, "log_history": [], "best_model_checkpoint": best}
+    (path / "trainer_state.json").write_text(json.dumps(state))
+    return str(path)
+
+
+def cut(path, fraction=0.5):
+    os.truncate(path, int(os.path.getsize(path) * fraction))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", ADVERSARY_STATE_NAME],
+)
+@pytest.mark.parametrize("fault", ["missing", "cut"])
+def test_a_torn_checkpoint_is_skipped_for_the_newest_complete_one(tmp_path, name, fault, caplog):
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True)
+    files = (ADVERSARY_STATE_NAME,)
+    older = fake_checkpoint(tmp_path / "checkpoint-10", 10, files)
+    newer = fake_checkpoint(tmp_path / "checkpoint-20", 20, files)
+    assert checkpoint_problem(newer, args, files) is None
+    os.remove(os.path.join(newer, name)) if fault == "missing" else cut(os.path.join(newer, name))
+    assert name in checkpoint_problem(newer, args, files)
+    with caplog.at_level("WARNING", logger="cse.resume"):
+        assert last_complete_checkpoint(str(tmp_path), args, files) == older
+    assert f"skipping the incomplete checkpoint {newer}: {name}" in caplog.text
+    # the method's file is required only where the method writes one
+    if name == ADVERSARY_STATE_NAME and fault == "missing":
+        assert checkpoint_problem(newer, args) is None
+
+
+def test_no_complete_checkpoint_says_how_to_start_over(tmp_path):
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True)
+    (tmp_path / "checkpoint-4").mkdir()  # killed before its first file
+    cut(os.path.join(fake_checkpoint(tmp_path / "checkpoint-2", 2), "model.safetensors"), 0.001)
+    with pytest.raises(CSEUsageError, match="no complete checkpoint") as error:
+        last_complete_checkpoint(str(tmp_path), args)
+    assert "checkpoint-4: trainer_state.json is missing" in str(error.value)
+    assert "checkpoint-2: model.safetensors is unreadable" in str(error.value)
+    assert f"delete {tmp_path}" in error.value.hint
+    assert last_complete_checkpoint(str(tmp_path / "checkpoint-4"), args) is None  # no checkpoint at all
+
+
+def test_an_incomplete_named_or_best_checkpoint_is_refused_before_training(tmp_path):
+    def find(**training):
+        args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, **training)
+        return find_checkpoint(ModelArguments(), DataArguments(), args)
+
+    best = fake_checkpoint(tmp_path / "checkpoint-10", 10)
+    last = fake_checkpoint(tmp_path / "checkpoint-20", 20, best=best)
+    assert find() == last
+    os.remove(os.path.join(best, "rng_state.pth"))
+    with pytest.raises(CSEUsageError, match="records .*checkpoint-10 as the best .*rng_state.pth is missing"):
+        find()
+    assert find(load_best_model_at_end=False) == last  # without best-model selection it does not matter
+    with pytest.raises(CSEUsageError, match="--resume_from_checkpoint .*checkpoint-10 is incomplete"):
+        find(resume_from_checkpoint=best, load_best_model_at_end=False)
+
+
+# --- kill anywhere ---------------------------------------------------------------------------------
+
+FAST_KILLS = {
+    # torn inside the optimizer's file: checkpoint-2 is complete, checkpoint-4 is not
+    "simcse": ["4:during:optimizer.pt"],
+    # the adversaries' file cut short
+    "adcse": ["4:during:" + ADVERSARY_STATE_NAME],
+    # after the frequency table, before the optimizer
+    "sarcse": ["4:after:" + TOKEN_COUNTS_NAME],
+}
+
+
+@pytest.mark.parametrize("method", list(FAST_KILLS))
+def test_killed_inside_a_checkpoint_write_resumes_bit_identical(
+    method, tiny_bert, tiny_roberta, tmp_path, monkeypatch, caplog
+):
+    script, family, flags = METHODS[method]
+    model_dir = tiny_bert if family == "bert" else tiny_roberta
+    in_process(script, [*common_args(model_dir, tmp_path / "straight"), *flags], monkeypatch)
+    argv = [*common_args(model_dir, tmp_path / "killed"), *flags]
+    for kill in FAST_KILLS[method]:
+        worker(script, argv, kill)
+    torn = tmp_path / "killed" / "checkpoint-4"
+    assert checkpoint_problem(str(torn), TrainingArguments(output_dir=str(tmp_path), use_cpu=True)) is not None
+    with caplog.at_level("WARNING"):
+        in_process(script, argv, monkeypatch)  # the same command (here in this process, which is cheaper)
+    assert f"skipping the incomplete checkpoint {torn}" in caplog.text
+    assert "checkpoint-2, left in the output" in caplog.text and "took over the lock" in caplog.text
+    assert_bit_identical(str(tmp_path / "killed"), str(tmp_path / "straight"))
+
+
+def kill_points(method, steps=12, save_steps=3):
+    """Every kind of point: at a step's end, and before, inside and after each file of a checkpoint
+    but the first (a run killed while writing its first checkpoint leaves none to resume from, and
+    the next start says so: test_no_complete_checkpoint_says_how_to_start_over)."""
+    files = ["model.safetensors", "training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"]
+    files += {"adcse": [ADVERSARY_STATE_NAME], "sarcse": [TOKEN_COUNTS_NAME]}.get(method, [])
+    files.append("trainer_state.json")
+    points = [f"{s}:step" for s in range(1, steps)]
+    points += [
+        f"{s}:{when}:{name}"
+        for s in range(2 * save_steps, steps + 1, save_steps)
+        for name in files
+        for when in ("before", "during", "after")
+    ]
+    return points
+
+
+@LONG
+@pytest.mark.slow
+@pytest.mark.parametrize("method", list(METHODS))
+def test_long_kill_anywhere(method, tiny_bert, tiny_roberta, tmp_path):
+    """Kills at random points in step order (several at the same checkpoint: each resume may be
+    killed again before reaching further), then the same command until done."""
+    script, family, flags = METHODS[method]
+    model_dir = tiny_bert if family == "bert" else tiny_roberta
+    steps, save_steps = 12, 3
+    worker(script, [*common_args(model_dir, tmp_path / "straight", steps, save_steps), *flags])
+    argv = [*common_args(model_dir, tmp_path / "killed", steps, save_steps), *flags]
+    rng = random.Random(f"{method}-kills")
+    points = kill_points(method, steps, save_steps)
+    chosen = sorted(rng.sample(points, 6), key=lambda p: (int(p.split(":")[0]), points.index(p)))
+    done = []
+    for point in chosen:
+        proc = worker(script, argv, point, check=False)
+        if proc.returncode == SIGKILLED:
+            done.append(point)
+        else:  # a point the resumed run no longer reaches (its checkpoint was complete): must not happen
+            raise AssertionError(f"{point}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+    worker(script, argv)
+    assert_bit_identical(str(tmp_path / "killed"), str(tmp_path / "straight"))
+    if os.environ.get("CSE_KILL_REPORT"):  # the figure docs/reliability.md quotes
+        with open(os.environ["CSE_KILL_REPORT"], "a") as report:
+            report.write(json.dumps({"method": method, "kills": done}) + "\n")
+
+
+# --- non-finite values -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flags,name",
+    [
+        (["--temp", "nan"], "--temp"),
+        (["--learning_rate", "inf"], "--learning_rate"),
+        (["--momentum=-inf"], "--momentum"),
+        (["--adversary_learning_rate", "NaN"], "--adversary_learning_rate"),
+    ],
+)
+def test_non_finite_flags_are_refused_at_parse(flags, name):
+    types = (ModelArguments, DataArguments, CSETrainingArguments, AdCSEArguments)
+    with pytest.raises(CSEUsageError, match=f"^{name} must be a finite number"):
+        parse_args(types, ["--output_dir", "o", *flags])
+    parse_args(types, ["--output_dir", "o", "--temp", "0.05"])  # the defaults and a finite value pass
+
+
+def test_non_finite_value_in_a_config_file_is_refused(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("output_dir: o\nweight_decay: .nan\n")
+    with pytest.raises(CSEUsageError, match="--weight_decay must be a finite number, got nan"):
+        parse_args((ModelArguments, DataArguments, CSETrainingArguments), [str(config)])
+
+
+def test_a_diverging_run_stops_at_the_step_and_exports_nothing(tiny_bert, tmp_path):
+    # lr 1e30: Adam's first step moves every weight by ~1e30, so step 2's forward overflows float32
+    out = tmp_path / "run"
+    argv = [*common_args(tiny_bert, out, max_steps=6, save_steps=1), "--learning_rate", "1e30", "--logging_steps", "1"]
+    proc = worker("run_simcse.py", argv, check=False)
+    assert proc.returncode not in (0, SIGKILLED)
+    assert "training diverged: the training loss is nan at step 2" in proc.stderr
+    assert not (out / "model.safetensors").exists() and not (out / "cse_config.json").exists()
+    # the checkpoint before the divergence is complete and finite, and none after it was written
+    args = TrainingArguments(output_dir=str(out), use_cpu=True)
+    assert checkpoint_problem(str(out / "checkpoint-1"), args) is None
+    assert all(torch.isfinite(t).all() for t in load_file(str(out / "checkpoint-1" / "model.safetensors")).values())
+    assert not (out / "checkpoint-2").exists()
+
+
+def test_a_nan_dev_score_or_grad_norm_stops_training(tmp_path):
+    from transformers import TrainerControl, TrainerState
+
+    args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True)
+    state, control, guard = TrainerState(global_step=250), TrainerControl(), NonFiniteGuard()
+    guard.on_log(args, state, control, logs={"loss": 0.5, "grad_norm": 1.0})
+    guard.on_evaluate(args, state, control, metrics={"eval_stsb_spearman": 0.7, "eval_sickr_spearman": 0.6})
+    with pytest.raises(CSEUsageError, match="the dev score eval_stsb_spearman is nan at step 250"):
+        guard.on_evaluate(args, state, control, metrics={"eval_stsb_spearman": math.nan})
+    with pytest.raises(CSEUsageError, match="the training grad norm is inf at step 250"):
+        guard.on_log(args, state, control, logs={"loss": 0.5, "grad_norm": math.inf})
+
+
+def test_export_refuses_non_finite_weights(tiny_bert, tmp_path):
+    from cse.losses import InfoNCELoss
+    from cse.modeling import CSEModel
+    from cse.trainer import CSETrainer
+
+    from .conftest import SENTEVAL
+
+    model = CSEModel.from_pretrained(tiny_bert, pooler_type="cls")
+    args = CSETrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[])
+    trainer = CSETrainer(model=model, args=args, loss=InfoNCELoss(), senteval_data_dir=SENTEVAL)
+    with torch.no_grad():
+        model.backbone.encoder.layer[1].output.dense.weight[3, 5] = math.nan
+    with pytest.raises(CSEUsageError, match="1 weight tensor.*NaN or infinite values, first .*layer.1.output.dense"):
+        trainer.save_encoder()
+    assert not os.path.exists(tmp_path / "out" / "model.safetensors")
+    with torch.no_grad():
+        model.backbone.encoder.layer[1].output.dense.weight[3, 5] = 0.0
+    trainer.save_encoder()
+    assert os.path.exists(tmp_path / "out" / "model.safetensors")
