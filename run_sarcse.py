@@ -13,7 +13,7 @@ from cse.arguments import DataArguments, parse_args
 from cse.environment import check_min_versions
 from cse.errors import run_cli
 from cse.methods.sarcse import SARCSEArguments, SARCSEModelArguments, SARCSETrainingArguments, build
-from cse.pipeline import setup_logging, train_and_evaluate
+from cse.pipeline import setup_logging, train_built
 from cse.resume import check_checkpoint_matches
 
 
@@ -26,20 +26,10 @@ def main(argv=None, callbacks=()):
     )
     setup_logging(training_args)
     set_seed(training_args.seed)
-    model, loss, trainer_class, trainer_kwargs = build(model_args, sarcse_args)
+    built = build(model_args, sarcse_args)
     if training_args.resume_from_checkpoint:  # before the corpus, and for --no_decoder's plain trainer too
-        check_checkpoint_matches(model, training_args.resume_from_checkpoint)
-    return train_and_evaluate(
-        model_args,
-        data_args,
-        training_args,
-        model,
-        loss,
-        trainer_class=trainer_class,
-        method_args=sarcse_args,
-        callbacks=list(callbacks),
-        **trainer_kwargs,
-    )
+        check_checkpoint_matches(built[0], training_args.resume_from_checkpoint)
+    return train_built(model_args, data_args, training_args, built, sarcse_args, callbacks)
 
 
 if __name__ == "__main__":

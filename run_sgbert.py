@@ -19,7 +19,7 @@ from cse.arguments import parse_args
 from cse.environment import check_min_versions
 from cse.errors import CSEUsageError, run_cli
 from cse.methods.sgbert import SGBERTArguments, SGDataArguments, SGModelArguments, SGTrainingArguments, build
-from cse.pipeline import check_precision, setup_logging, train_and_evaluate
+from cse.pipeline import check_precision, setup_logging, train_built
 from cse.stsb_corpus import write_stsb_corpus
 
 
@@ -42,20 +42,11 @@ def main(argv=None, callbacks=()):
             if training_args.local_process_index == 0:
                 write_stsb_corpus(data_args.train_file, data_args.senteval_data_dir)
     set_seed(training_args.seed)
-    model, loss, trainer_class, _ = build(model_args, sg_args)
+    built = build(model_args, sg_args)
     callbacks = list(callbacks)
     if sg_args.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=sg_args.early_stopping_patience))
-    return train_and_evaluate(
-        model_args,
-        data_args,
-        training_args,
-        model,
-        loss,
-        trainer_class=trainer_class,
-        method_args=sg_args,
-        callbacks=callbacks,
-    )
+    return train_built(model_args, data_args, training_args, built, sg_args, callbacks)
 
 
 if __name__ == "__main__":

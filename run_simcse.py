@@ -10,7 +10,7 @@ from transformers import set_seed
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.environment import check_min_versions
 from cse.errors import run_cli
-from cse.pipeline import build_simcse, setup_logging, train_and_evaluate
+from cse.pipeline import build_simcse, setup_logging, train_built
 
 
 def main(argv=None, callbacks=()):
@@ -20,8 +20,7 @@ def main(argv=None, callbacks=()):
     model_args, data_args, training_args = parse_args((ModelArguments, DataArguments, CSETrainingArguments), argv)
     setup_logging(training_args)
     set_seed(training_args.seed)
-    model, loss, _, _ = build_simcse(model_args)
-    return train_and_evaluate(model_args, data_args, training_args, model, loss, callbacks=list(callbacks))
+    return train_built(model_args, data_args, training_args, build_simcse(model_args), callbacks=callbacks)
 
 
 if __name__ == "__main__":

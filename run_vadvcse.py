@@ -12,7 +12,7 @@ from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, p
 from cse.environment import check_min_versions
 from cse.errors import run_cli
 from cse.methods.vadvcse import VAdvCSEArguments, build
-from cse.pipeline import setup_logging, train_and_evaluate
+from cse.pipeline import setup_logging, train_built
 
 
 def main(argv=None, callbacks=()):
@@ -24,18 +24,8 @@ def main(argv=None, callbacks=()):
     )
     setup_logging(training_args)
     set_seed(training_args.seed)
-    model, loss, trainer_class, trainer_kwargs = build(model_args, vadv_args)
-    return train_and_evaluate(
-        model_args,
-        data_args,
-        training_args,
-        model,
-        loss,
-        trainer_class=trainer_class,
-        method_args=vadv_args,
-        callbacks=list(callbacks),
-        **trainer_kwargs,
-    )
+    built = build(model_args, vadv_args)
+    return train_built(model_args, data_args, training_args, built, vadv_args, callbacks)
 
 
 if __name__ == "__main__":

@@ -147,6 +147,23 @@ def train_and_evaluate(
         )
 
 
+def train_built(model_args, data_args, training_args, built, method_args=None, callbacks=()):
+    """:func:`train_and_evaluate` of what a method's ``build`` returns, ``(model, loss, trainer_class,
+    trainer_kwargs)``; ``callbacks`` join the Trainer's."""
+    model, loss, trainer_class, trainer_kwargs = built
+    return train_and_evaluate(
+        model_args,
+        data_args,
+        training_args,
+        model,
+        loss,
+        trainer_class,
+        method_args,
+        callbacks=list(callbacks),
+        **trainer_kwargs,
+    )
+
+
 def _train_and_evaluate(
     model_args, data_args, training_args, model, loss, trainer_class, method_args, final_suite, **trainer_kwargs
 ):
