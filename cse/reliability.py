@@ -48,9 +48,10 @@ def output_dir_lock(training_args):
     main process takes it, without waiting, and tells the others whether to go on, so no process
     ever blocks on the file, whatever the number of nodes."""
     output_dir = training_args.output_dir
-    lock, refusal, hint = None, None, None
+    lock, refusal, hint, created = None, None, None, False
     if training_args.process_index == 0:
         path = os.path.join(output_dir, LOCK_NAME)
+        created = not os.path.isdir(output_dir)
         os.makedirs(output_dir, exist_ok=True)
         previous = _lock_holder(path)
         lock = filelock.SoftFileLock(path, timeout=0)
@@ -82,6 +83,8 @@ def output_dir_lock(training_args):
     finally:
         if lock is not None:
             lock.release()
+            if created and not os.listdir(output_dir):
+                os.rmdir(output_dir)  # a run refused before writing anything leaves no trace
 
 
 def check_finite_arguments(values: dict) -> None:

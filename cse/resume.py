@@ -180,9 +180,9 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None, meth
             )
     if checkpoint is None and os.path.isdir(output_dir):
         if os.path.exists(os.path.join(output_dir, CSE_CONFIG_NAME)):
-            raise FileExistsError(
-                f"{output_dir} holds a finished run: choose another --output_dir, delete it, or pass "
-                "--resume_from_checkpoint explicitly"
+            raise CSEUsageError(
+                f"{output_dir} holds a finished run",
+                hint="choose another --output_dir, delete it, or pass --resume_from_checkpoint explicitly",
             )
         checkpoint = last_complete_checkpoint(output_dir, training_args, method_files)
         saved_path = os.path.join(output_dir, RUN_ARGS_NAME)
@@ -196,9 +196,9 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None, meth
                 if saved.get(group, {}).get(key) != value
             ]
             if changed:
-                raise ValueError(
-                    f"{output_dir} holds an interrupted run with other settings ({'; '.join(changed)}): use another "
-                    f"--output_dir, or pass --resume_from_checkpoint {checkpoint} to continue it anyway"
+                raise CSEUsageError(
+                    f"{output_dir} holds an interrupted run with other settings ({'; '.join(changed)})",
+                    hint=f"use another --output_dir, or pass --resume_from_checkpoint {checkpoint} to continue it anyway",
                 )
         if checkpoint is not None:
             logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)
