@@ -1,8 +1,11 @@
 import hashlib
+import json
 import os
 import sys
 
 import pytest
+import torch
+from safetensors.torch import save_file
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared")
@@ -83,3 +86,16 @@ def minilm():
             digest.update(chunk)
     assert digest.hexdigest() == MINILM_SHA256
     return path
+
+
+def fake_checkpoint(path, step, method_files=(), best=None):
+    """A checkpoint with the files the Trainer writes, each in its real format."""
+    path.mkdir(parents=True)
+    save_file({"w": torch.ones(64, 64)}, str(path / "model.safetensors"))
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
+        torch.save({"state": torch.arange(4096.0)}, path / name)
+    for name in method_files:
+        save_file({"t": torch.zeros(256)}, str(path / name))
+    state = {"global_step": step, "log_history": [], "best_model_checkpoint": best}
+    (path / "trainer_state.json").write_text(json.dumps(state))
+    return str(path)

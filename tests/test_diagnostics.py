@@ -23,7 +23,7 @@ from cse.modeling import CSEModel
 from cse.resume import find_checkpoint
 from cse.trainer import term_gradients
 
-from .conftest import DATA, WIKI_HEAD
+from .conftest import DATA, WIKI_HEAD, fake_checkpoint
 from .test_sarcse import make_trainer as make_sarcse_trainer
 from .test_sarcse import small_args
 from .test_vadvcse import RecordingSearch, batch_of, hand_objective, no_dropout_bert  # noqa: F401
@@ -231,7 +231,7 @@ def test_resume_refuses_a_run_with_the_other_reading(tmp_path, method_type, name
     training = CSETrainingArguments(str(out), use_cpu=True, report_to=[])
     model, data = ModelArguments(), DataArguments()
     find_checkpoint(model, data, training, method_type())  # writes run_args.json
-    (out / "checkpoint-2").mkdir()
+    fake_checkpoint(out / "checkpoint-2", 2)
     with pytest.raises(ValueError, match=f"method.{name}"):
         find_checkpoint(model, data, training, method_type(**{name: other}))
 
@@ -242,7 +242,7 @@ def test_resume_refuses_the_other_reconstruction_reduction(tmp_path):
     out = tmp_path / "run"
     training = CSETrainingArguments(str(out), use_cpu=True, report_to=[])
     find_checkpoint(ModelArguments(), DataArguments(), training, SARCSEArguments())
-    (out / "checkpoint-2").mkdir()
+    fake_checkpoint(out / "checkpoint-2", 2)
     with pytest.raises(ValueError, match="method.reconstruction_reduction: 'mean' -> 'sum'"):
         find_checkpoint(ModelArguments(), DataArguments(), training, SARCSEArguments(reconstruction_reduction="sum"))
 

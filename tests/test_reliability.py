@@ -18,7 +18,7 @@ import sys
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from transformers import TrainingArguments
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
@@ -28,7 +28,7 @@ from cse.methods.sarcse import TOKEN_COUNTS_NAME
 from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
 
-from .conftest import DATA, REPO, WIKI_HEAD
+from .conftest import DATA, REPO, WIKI_HEAD, fake_checkpoint
 
 # OMP_NUM_THREADS is inherited, not set: the in-process reference runs use the same thread count.
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
@@ -165,19 +165,6 @@ def test_second_run_is_refused_naming_the_holder_and_a_killed_holders_lock_is_ta
 
 
 # --- torn checkpoints -------------------------------------------------------------------------------
-
-
-def fake_checkpoint(path, step, method_files=(), best=None):
-    """A checkpoint with the files the Trainer writes, each in its real format."""
-    path.mkdir(parents=True)
-    save_file({"w": torch.ones(64, 64)}, str(path / "model.safetensors"))
-    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
-        torch.save({"state": torch.arange(4096.0)}, path / name)
-    for name in method_files:
-        save_file({"t": torch.zeros(256)}, str(path / name))
-    state = {"global_step": step, "log_history": [], "best_model_checkpoint": best}
-    (path / "trainer_state.json").write_text(json.dumps(state))
-    return str(path)
 
 
 def cut(path, fraction=0.5):
