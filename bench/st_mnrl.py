@@ -22,7 +22,7 @@ from sentence_transformers.sentence_transformer.modules import Pooling, Transfor
 from transformers import set_seed
 
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
-from cse.data import load_corpus
+from cse.data import load_train_corpus
 
 SCALE = 20.0  # 1 / SimCSE's temperature 0.05
 
@@ -73,14 +73,7 @@ def main(argv=None, callbacks=()):
     model_args, data_args, training_args = parse_args((ModelArguments, DataArguments, CSETrainingArguments), argv)
     set_seed(training_args.seed)
     model = build_model(model_args, data_args)
-    corpus = load_corpus(
-        data_args.train_file,
-        data_args.dataset_name,
-        data_args.dataset_config_name,
-        data_args.text_column,
-        data_args.max_train_samples,
-        model_args.cache_dir,
-    )
+    corpus = load_train_corpus(data_args, model_args.cache_dir)
     pairs = corpus.map(lambda batch: {"anchor": batch["text"], "positive": batch["text"]}, batched=True)
     pairs = pairs.select_columns(["anchor", "positive"])
     args = SentenceTransformerTrainingArguments(

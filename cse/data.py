@@ -184,8 +184,9 @@ class TwoViewCollator:
         return {k: v.unsqueeze(1).expand(-1, self.num_views, -1).contiguous() for k, v in batch.items()}
 
 
-def build_train_dataset(data_args, tokenizer, cache_dir: str | None = None) -> datasets.Dataset:
-    corpus = load_corpus(
+def load_train_corpus(data_args, cache_dir: str | None = None) -> datasets.Dataset:
+    """The training sentences ``data_args`` name (a ``text`` column), before tokenisation."""
+    return load_corpus(
         train_file=data_args.train_file,
         dataset_name=data_args.dataset_name,
         dataset_config_name=data_args.dataset_config_name,
@@ -194,8 +195,15 @@ def build_train_dataset(data_args, tokenizer, cache_dir: str | None = None) -> d
         cache_dir=cache_dir,
         allow_binary_corpus=data_args.allow_binary_corpus,
     )
+
+
+def build_train_dataset(data_args, tokenizer, cache_dir: str | None = None) -> datasets.Dataset:
     return tokenize_corpus(
-        corpus, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers, data_args.overwrite_cache
+        load_train_corpus(data_args, cache_dir),
+        tokenizer,
+        data_args.max_seq_length,
+        data_args.preprocessing_num_workers,
+        data_args.overwrite_cache,
     )
 
 

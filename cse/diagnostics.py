@@ -32,30 +32,18 @@ from .methods import adcse, mixcse, sarcse, sgbert, vadvcse
 from .pipeline import build_simcse, build_trainer
 from .trainer import term_gradients
 
+BASE = (ModelArguments, DataArguments, CSETrainingArguments)
+SARCSE = (sarcse.SARCSEModelArguments, DataArguments, sarcse.SARCSETrainingArguments)
+SGBERT = (sgbert.SGModelArguments, sgbert.SGDataArguments, sgbert.SGTrainingArguments)
 # method -> (argument dataclasses, the method's own dataclass or None, build, flags it implies)
 METHODS = {
-    "simcse": ((ModelArguments, DataArguments, CSETrainingArguments), None, build_simcse, []),
-    "adcse": ((ModelArguments, DataArguments, CSETrainingArguments), adcse.AdCSEArguments, adcse.build, []),
-    "mixcse": ((ModelArguments, DataArguments, CSETrainingArguments), mixcse.MixCSEArguments, mixcse.build, []),
-    "vadvcse": ((ModelArguments, DataArguments, CSETrainingArguments), vadvcse.VAdvCSEArguments, vadvcse.build, []),
-    "sarcse": (
-        (sarcse.SARCSEModelArguments, DataArguments, sarcse.SARCSETrainingArguments),
-        sarcse.SARCSEArguments,
-        sarcse.build,
-        [],
-    ),
-    "sg": (
-        (sgbert.SGModelArguments, sgbert.SGDataArguments, sgbert.SGTrainingArguments),
-        sgbert.SGBERTArguments,
-        sgbert.build,
-        ["--loss_variant", "base"],
-    ),
-    "sg-opt": (
-        (sgbert.SGModelArguments, sgbert.SGDataArguments, sgbert.SGTrainingArguments),
-        sgbert.SGBERTArguments,
-        sgbert.build,
-        ["--loss_variant", "opt3"],
-    ),
+    "simcse": (BASE, None, build_simcse, []),
+    "adcse": (BASE, adcse.AdCSEArguments, adcse.build, []),
+    "mixcse": (BASE, mixcse.MixCSEArguments, mixcse.build, []),
+    "vadvcse": (BASE, vadvcse.VAdvCSEArguments, vadvcse.build, []),
+    "sarcse": (SARCSE, sarcse.SARCSEArguments, sarcse.build, []),
+    "sg": (SGBERT, sgbert.SGBERTArguments, sgbert.build, ["--loss_variant", "base"]),
+    "sg-opt": (SGBERT, sgbert.SGBERTArguments, sgbert.build, ["--loss_variant", "opt3"]),
 }
 
 

@@ -74,8 +74,8 @@ def collect_environment(training_args=None, precision: str | None = None) -> dic
         "cuda": torch.version.cuda if cuda else None,
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else [],
-        "gpu_count": torch.cuda.device_count() if cuda else 0,
     }
+    env["gpu_count"] = len(env["gpus"])
     if training_args is not None:
         env["world_size"] = training_args.world_size
         if precision is None:

@@ -4,6 +4,8 @@ its hint and exit with status 2; any other exception keeps its traceback."""
 
 from __future__ import annotations
 
+import sys
+
 
 class CSEUsageError(ValueError):
     """A refusal of the user's input. ``hint`` says what to do instead (one line, optional).
@@ -26,8 +28,6 @@ def run_cli(main, argv=None):
     """Run a command-line entry point: a ``CSEUsageError`` becomes ``error: <message>`` (and its hint)
     on stderr and exit status 2, without a traceback; any other exception is a bug and keeps its
     traceback. Returns what ``main`` returns. Under torchrun each process prints its own refusal."""
-    import sys
-
     try:
         return main() if argv is None else main(argv)
     except CSEUsageError as err:

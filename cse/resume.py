@@ -198,7 +198,8 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None, meth
             if changed:
                 raise CSEUsageError(
                     f"{output_dir} holds an interrupted run with other settings ({'; '.join(changed)})",
-                    hint=f"use another --output_dir, or pass --resume_from_checkpoint {checkpoint} to continue it anyway",
+                    hint=f"use another --output_dir, or pass --resume_from_checkpoint {checkpoint} to continue it "
+                    "anyway",
                 )
         if checkpoint is not None:
             logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)

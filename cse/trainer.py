@@ -182,7 +182,7 @@ class CSETrainer(Trainer):
     def encoder_parameters(self) -> list[torch.Tensor]:
         """The trainable weights of the encoder that every term of the loss reaches (the backbone;
         not the heads, adversaries or decoders of single terms): where term gradients are measured."""
-        return [p for p in self.accelerator.unwrap_model(self.model).backbone.parameters() if p.requires_grad]
+        return [p for p in self.encoder.backbone.parameters() if p.requires_grad]
 
     @property
     def encoder(self) -> nn.Module:
@@ -257,6 +257,7 @@ class CSETrainer(Trainer):
         output_dir = output_dir or self.args.output_dir
         state_dict = self.accelerator.get_state_dict(self.deepspeed) if self.is_deepspeed_enabled else None
         if self.args.should_save:
-            check_finite_weights(state_dict or self.accelerator.unwrap_model(self.model).state_dict(), output_dir)
-            self.accelerator.unwrap_model(self.model).save_pretrained(output_dir, state_dict=state_dict)
+            model = self.accelerator.unwrap_model(self.model)
+            check_finite_weights(state_dict or model.state_dict(), output_dir)
+            model.save_pretrained(output_dir, state_dict=state_dict)
             logger.info("encoder saved to %s", output_dir)
