@@ -126,7 +126,7 @@ def build_model_card(
         + ", unlabelled.\n",
         "## Training settings\n",
         "The run's settings (`run_args.json`): model, data, the training arguments that change what is "
-        f"computed, and {name}'s own arguments.\n",
+        f"computed, {name}'s own arguments and the corpus' sentence counts.\n",
         f"```yaml\n{yaml.safe_dump(dict(settings), sort_keys=False).rstrip()}\n```\n",
         *([f"Model selection: {selection}.\n"] if selection else []),
         "## Evaluation\n",
