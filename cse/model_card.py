@@ -92,13 +92,15 @@ def build_model_card(
     citations: Sequence[str],
     environment: Mapping,
     repo_id: str | None = None,
+    selection: str | None = None,
 ) -> ModelCard:
     """The card of the encoder exported to ``output_dir`` (its ``cse_config.json`` and, when present,
     sentence-transformers' ``modules.json`` decide the loading instructions and ``library_name``).
 
-    ``settings``: the run's settings (:func:`cse.resume.run_settings`); ``reports``: ``{mode: report}``
-    of the STS evaluations run on the final model (``{}`` for none); ``citations``: BibTeX entries,
-    the method's paper first."""
+    ``settings``: the run's settings (:func:`cse.resume.run_settings`; their ``corpus`` group gives the
+    distinct sentences); ``reports``: ``{mode: report}`` of the STS evaluations run on the final model
+    (``{}`` for none); ``citations``: BibTeX entries, the method's paper first; ``selection``: which
+    weights were exported (:func:`cse.resume.model_selection`)."""
     cse_config = read_cse_config(output_dir)
     sentence_transformers = os.path.isfile(os.path.join(output_dir, "modules.json"))
     name = METHOD_NAMES.get(method, method)
@@ -120,11 +122,13 @@ def build_model_card(
         "## Training data\n",
         f"{train_sentences:,} sentences from `{train_source}`"
         + (f" (hub dataset `{train_dataset_name}`)" if train_dataset_name else "")
+        + (f", {settings['corpus']['distinct']:,} of them distinct" if "corpus" in settings else "")
         + ", unlabelled.\n",
         "## Training settings\n",
         "The run's settings (`run_args.json`): model, data, the training arguments that change what is "
-        f"computed, and {name}'s own arguments.\n",
+        f"computed, {name}'s own arguments and the corpus' sentence counts.\n",
         f"```yaml\n{yaml.safe_dump(dict(settings), sort_keys=False).rstrip()}\n```\n",
+        *([f"Model selection: {selection}.\n"] if selection else []),
         "## Evaluation\n",
     ]
     if reports:

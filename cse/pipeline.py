@@ -23,7 +23,7 @@ from .modeling import CSEModel
 from .paths import default_train_file
 from .reliability import output_dir_lock
 from .results import markdown_table
-from .resume import check_best_model_loaded, find_checkpoint, run_settings
+from .resume import check_best_model_loaded, find_checkpoint, model_selection, run_settings
 from .trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,8 @@ def save_model_card(trainer, model_args, data_args, method_args, train_sentences
         train_source=data_args.dataset_name or data_args.train_file or default_train_file(),
         train_dataset_name=data_args.dataset_name,
         train_sentences=train_sentences,
-        settings=run_settings(model_args, data_args, args, method_args),
+        settings=run_settings(model_args, data_args, args, method_args, trainer.corpus_statistics),
+        selection=model_selection(trainer),
         reports=reports,
         citations=list(dict.fromkeys([METHODS[method], *trainer.citations])),
         environment=collect_environment(args),
@@ -108,8 +109,11 @@ def build_simcse(model_args, method_args=None):
 
 def build_trainer(model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, **trainer_kwargs):
     """The trainer of ``model`` and ``loss`` on the corpus ``data_args`` name (tokenised here)."""
+    global_batch = training_args.per_device_train_batch_size * training_args.world_size
     with training_args.main_process_first(desc="corpus tokenisation"):
-        train_dataset = build_train_dataset(data_args, model.tokenizer, cache_dir=model_args.cache_dir)
+        train_dataset, statistics = build_train_dataset(
+            data_args, model.tokenizer, global_batch, cache_dir=model_args.cache_dir
+        )
     return trainer_class(
         model=model,
         args=training_args,
@@ -120,6 +124,7 @@ def build_trainer(model_args, data_args, training_args, model, loss, trainer_cla
         processing_class=model.tokenizer,
         loss=loss,
         senteval_data_dir=data_args.senteval_data_dir,
+        corpus_statistics=statistics,
         **trainer_kwargs,
     )
 
@@ -170,7 +175,12 @@ def _train_and_evaluate(
     trainer = build_trainer(model_args, data_args, training_args, model, loss, trainer_class, **trainer_kwargs)
     train_dataset = trainer.train_dataset
     checkpoint = find_checkpoint(
-        model_args, data_args, training_args, method_args, method_files=trainer.checkpoint_files()
+        model_args,
+        data_args,
+        training_args,
+        method_args,
+        method_files=trainer.checkpoint_files(),
+        corpus=trainer.corpus_statistics,
     )
     result = trainer.train(resume_from_checkpoint=checkpoint)
     check_best_model_loaded(trainer)

@@ -16,7 +16,7 @@ import re
 import zipfile
 
 from safetensors import safe_open
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_NAME
 
 from .environment import collect_environment
@@ -149,7 +149,9 @@ def last_complete_checkpoint(output_dir: str, training_args, method_files=()) ->
     return None
 
 
-def run_settings(model_args, data_args, training_args, method_args=None) -> dict:
+def run_settings(model_args, data_args, training_args, method_args=None, corpus=None) -> dict:
+    """The settings :func:`find_checkpoint` records and compares; ``corpus``: the training corpus'
+    :class:`cse.data.CorpusStatistics` (its sentence and distinct counts: the same path may hold another corpus)."""
     settings = {
         "model": dataclasses.asdict(model_args),
         "data": {k: v for k, v in dataclasses.asdict(data_args).items() if k not in _DATA_LOGISTICS},
@@ -157,19 +159,24 @@ def run_settings(model_args, data_args, training_args, method_args=None) -> dict
     }
     if method_args is not None:
         settings["method"] = dataclasses.asdict(method_args)
+    if corpus is not None:
+        settings["corpus"] = corpus.settings()
     return json.loads(json.dumps(settings, default=str))
 
 
-def find_checkpoint(model_args, data_args, training_args, method_args=None, method_files=()) -> str | None:
+def find_checkpoint(
+    model_args, data_args, training_args, method_args=None, method_files=(), corpus=None
+) -> str | None:
     """The checkpoint to resume from: ``--resume_from_checkpoint`` if given, else the last complete
     one an interrupted run left in ``output_dir`` (:func:`last_complete_checkpoint`; ``method_files``:
     the state files the method adds to each checkpoint). Refuses, rather than guessing, when
     ``output_dir`` holds a finished run or a run with other settings (``method_args``: the method's
-    own dataclass); then records this run's settings there, with its ``environment``
-    (:func:`cse.environment.collect_environment`), which the comparison leaves out: a resume may run
-    on other versions or from a modified checkout."""
+    own dataclass; ``corpus``: the corpus' statistics, compared when the saved settings record them,
+    as files written before they were recorded do not); then records this run's settings there, with
+    its ``environment`` (:func:`cse.environment.collect_environment`), which the comparison leaves
+    out: a resume may run on other versions or from a modified checkout."""
     output_dir = training_args.output_dir
-    current = run_settings(model_args, data_args, training_args, method_args)
+    current = run_settings(model_args, data_args, training_args, method_args, corpus)
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint is not None and os.path.isdir(checkpoint):
         problem = checkpoint_problem(checkpoint, training_args, method_files)
@@ -193,7 +200,7 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None, meth
                 f"{group}.{key}: {saved[group].get(key)!r} -> {value!r}"
                 for group, values in current.items()
                 for key, value in values.items()
-                if saved.get(group, {}).get(key) != value
+                if saved.get(group, {}).get(key) != value and (group != "corpus" or "corpus" in saved)
             ]
             if changed:
                 raise CSEUsageError(
@@ -226,13 +233,16 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None, meth
 
 def check_best_model_loaded(trainer) -> None:
     """``load_best_model_at_end`` only warns when the best checkpoint or its weights have gone missing;
-    exporting the last model as if it were the best would be worse than stopping."""
+    exporting the last model as if it were the best would be worse than stopping. A run with fewer
+    than two dev evaluations selected nothing: warned (:func:`model_selection`)."""
     args, best = trainer.args, trainer.state.best_model_checkpoint
     if not args.load_best_model_at_end:
         return
+    if best is None or len(dev_evaluations(trainer)) < 2:
+        logger.warning("%s (the model card says so)", model_selection(trainer))
     if best is None:
-        logger.warning("no evaluation ran, so there is no best checkpoint: the last model is exported")
-    elif not os.path.isdir(best):
+        return
+    if not os.path.isdir(best):
         raise FileNotFoundError(
             f"the best checkpoint {best} is missing, so the model in memory is the last one: nothing exported"
         )
@@ -243,6 +253,37 @@ def check_best_model_loaded(trainer) -> None:
                 f"the best checkpoint {best} is incomplete ({problem}): nothing exported",
                 hint="the best model cannot be recovered: train again into another --output_dir",
             )
+
+
+def dev_evaluations(trainer) -> list[int]:
+    """The steps at which the run scored the dev sets by ``--metric_for_best_model`` (a resumed run's included)."""
+    metric = trainer.args.metric_for_best_model or "loss"
+    key = metric if metric.startswith("eval_") else f"eval_{metric}"
+    return [entry["step"] for entry in trainer.state.log_history if key in entry]
+
+
+def model_selection(trainer) -> str:
+    """Which weights a finished run exports, in a sentence for the log and the model card. The
+    Trainer also evaluates the last step, so a run shorter than ``--eval_steps`` "selects" its last
+    weights from a single evaluation: that is said as plainly as no evaluation at all."""
+    args, state = trainer.args, trainer.state
+    last = state.global_step
+    if not args.load_best_model_at_end:
+        return f"the exported weights are the last step's (step {last}): no best-checkpoint selection"
+    evaluations = dev_evaluations(trainer)
+    if state.best_model_checkpoint is None or len(evaluations) < 2:
+        strategy = IntervalStrategy(args.eval_strategy)
+        schedule = f"every {state.eval_steps} steps" if strategy == IntervalStrategy.STEPS else f"each {strategy.value}"
+        ran = f"a single dev evaluation, at step {evaluations[0]}" if evaluations else "no dev evaluation"
+        step = evaluations[0] if evaluations and state.best_model_checkpoint else last
+        return (
+            f"training ended at step {last} with {ran} (scheduled {schedule}), so no checkpoint was selected: "
+            f"the exported weights are step {step}'s" + (", the last step" if step == last else "")
+        )
+    return (
+        f"the exported weights are the best of {len(evaluations)} dev evaluations, "
+        f"{os.path.basename(state.best_model_checkpoint)}, by {args.metric_for_best_model} ({state.best_metric:.4f})"
+    )
 
 
 def check_checkpoint_matches(model, checkpoint: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import operator
+from collections.abc import Sized
 
 import torch
 from accelerate.utils import broadcast_object_list
@@ -20,6 +21,7 @@ from transformers.trainer_utils import IntervalStrategy
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from . import citations
+from .data import CorpusStatistics
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .reliability import NonFiniteGuard, check_finite_weights
@@ -59,17 +61,28 @@ class CSETrainer(Trainer):
     """Args (besides the Trainer's):
     loss: module mapping the two views' embeddings ``(anchors, positives)`` to a scalar.
     senteval_data_dir: SentEval data for model selection (default ``$CSE_DATA_DIR/senteval``).
+    corpus_statistics: the training corpus' :class:`cse.data.CorpusStatistics`, recorded in
+        ``run_args.json`` and the model card (None: not counted).
     """
 
     citation = citations.SIMCSE
     # The loss is a per-batch mean, so the Trainer must divide it by the accumulation steps.
     loss_is_scaled_for_ga = False
 
-    def __init__(self, *args, loss: nn.Module, senteval_data_dir: str | None = None, eval_dataset=None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        loss: nn.Module,
+        senteval_data_dir: str | None = None,
+        eval_dataset=None,
+        corpus_statistics: CorpusStatistics | None = None,
+        **kwargs,
+    ):
         if eval_dataset is None:
             eval_dataset = SentEvalSuite("sts", "dev", senteval_data_dir)
         super().__init__(*args, eval_dataset=eval_dataset, **kwargs)
         self.loss_fn = loss
+        self.corpus_statistics = corpus_statistics
         self._recorded: dict[str, list[torch.Tensor]] = {}
         self._compiled_training_loss = None
         if self.args.torch_compile:
@@ -86,16 +99,30 @@ class CSETrainer(Trainer):
                 f"the global batch is {global_batch} sentence(s): in-batch contrastive learning needs at least 2 "
                 "(each sentence's negatives are the other sentences of the batch)"
             )
+        batch, accumulation = global_batch, self.args.gradient_accumulation_steps
+        if isinstance(self.train_dataset, Sized) and len(self.train_dataset) < global_batch:
+            # One batch an epoch, and the Trainer steps the optimizer at an epoch's end whatever the accumulation.
+            batch, accumulation = len(self.train_dataset), 1
+            logger.warning(
+                "the training corpus holds %d sentences, fewer than the global batch of %d: each batch holds these %d "
+                "sentences%s",
+                batch,
+                global_batch,
+                batch,
+                ", some of them repeated by the processes' samplers to fill their batches (false negatives)"
+                if self.args.world_size > 1
+                else "",
+            )
         # Gradient accumulation enlarges the optimizer's batch, not the negatives: each micro-batch's
         # loss only sees the sentences gathered in that micro-batch.
         logger.info(
             "contrastive batch: %d sentences per step across %d process(es), %d in-batch negatives per anchor; "
             "optimizer batch %d sentences (x %d accumulation steps); %s; loss %s",
-            global_batch,
+            batch,
             self.args.world_size,
-            global_batch - 1 if getattr(loss, "in_batch_negatives", True) else 0,
-            global_batch * self.args.gradient_accumulation_steps,
-            self.args.gradient_accumulation_steps,
+            batch - 1 if getattr(loss, "in_batch_negatives", True) else 0,
+            batch * accumulation,
+            accumulation,
             f"DeepSpeed ZeRO-{self.zero_stage}" if self.is_deepspeed_enabled else "no DeepSpeed",
             getattr(loss, "get_config_dict", dict)(),
         )

@@ -165,6 +165,18 @@ def test_binary_corpus_is_refused_unless_allowed(capsys, tiny_bert, tmp_path):
     assert len(load_corpus(str(mostly))) == 4
 
 
+def test_a_corpus_of_one_sentence_twice_is_refused_in_one_line(capsys, tiny_bert, tmp_path):
+    corpus = tmp_path / "twice.txt"
+    corpus.write_text("the same sentence.\nthe same sentence.\n")
+    out = tmp_path / "out"
+    lines = refusal(capsys, run_simcse.main, train_argv(tiny_bert, out, "--train_file", str(corpus)))
+    assert lines == [
+        f"error: training corpus {corpus} holds 1 distinct sentence(s) in 2 lines: contrastive learning needs at "
+        "least 2 different sentences (the others in a batch are the negatives)"
+    ]
+    assert_nothing_written(out)
+
+
 def test_non_text_column_is_refused_naming_it(tmp_path):
     path = tmp_path / "corpus.csv"
     path.write_text("text,label\nfirst sentence,1\nsecond one,0\n")

@@ -92,6 +92,10 @@ def test_run_simcse_writes_a_card_with_metadata_scores_settings_and_environment(
     assert environment["versions"]["torch"] == torch.__version__
     assert (environment["world_size"], environment["precision"]) == (1, "fp32")
     assert "64 sentences from `" + WIKI_HEAD in text and f"from `{tiny_bert}`" in text
+    with open(WIKI_HEAD, encoding="utf-8") as f:
+        distinct = len({next(f) for _ in range(64)})
+    assert f"64 sentences from `{WIKI_HEAD}`, {distinct} of them distinct" in text
+    assert "Model selection: the exported weights are the last step's (step 2): no best-checkpoint selection.\n" in text
     assert code_blocks(text, "bibtex") == [citations.SIMCSE]
     assert 'SentenceTransformer("me/tiny")' in text and 'AutoModel.from_pretrained("me/tiny")' in text
 

@@ -64,6 +64,11 @@ def test_end_to_end_bert_best_checkpoint_and_reload(tiny_bert, tmp_path):
     best = max(evals, key=lambda h: h["eval_stsb_spearman"])
     assert state["best_metric"] == pytest.approx(best["eval_stsb_spearman"])
     assert state["best_model_checkpoint"].endswith(f"checkpoint-{best['step']}")
+    with open(os.path.join(out, "README.md"), encoding="utf-8") as f:
+        assert (
+            f"Model selection: the exported weights are the best of 4 dev evaluations, checkpoint-{best['step']}, by "
+            f"stsb_spearman ({state['best_metric']:.4f}).\n" in f.read()
+        )
     assert len({round(h["eval_stsb_spearman"], 6) for h in evals}) > 1  # training moved the model
     losses = [h["loss"] for h in state["log_history"] if "loss" in h]
     assert len(losses) == 8 and all(0 < x < 10 for x in losses)

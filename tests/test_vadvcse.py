@@ -298,33 +298,51 @@ def test_shared_dropout_makes_the_divergence_measure_r_alone(tiny_bert):
 # --- two processes ---------------------------------------------------------------------------------
 
 
-def objective_and_gradients(model_dir, batch, wrap=lambda model: model):
+# The step sizes of the ascent along the normalised and along the raw gradient (Algorithm 1 as printed):
+# the raw gradient is small: eta = 100 moves r well inside the ball (norm 0.2-0.5 of 1), where a step twice
+# as long shows.
+DDP_STEP_SIZES = {"normalized": 1.0, "raw": 100.0}
+
+
+def objective_and_gradients(model_dir, batch, wrap=lambda model: model, ascent="normalized"):
     """V-advCSE's loss on ``batch`` (``noise`` included) with the ``mlp`` head (BatchNorm's
-    statistics are per process) through ``wrap(model)``; its r and the parameters' gradients."""
+    statistics are per process) through ``wrap(model)``, the ascent along the ``normalized`` or the
+    ``raw`` gradient; its r and the parameters' gradients."""
     torch.manual_seed(0)
     encoder = MLPHeadEncoder.from_encoder(
         CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True), batch_norm=False
     )
     inputs = {k: v for k, v in batch.items() if k != "noise"}
-    search = RecordingSearch("symmetric_kl", "l2", sigma=1e-2, epsilon=1.0, step_size=1.0)
+    search = RecordingSearch(
+        "symmetric_kl",
+        "l2",
+        sigma=1e-2,
+        epsilon=1.0,
+        step_size=DDP_STEP_SIZES[ascent],
+        normalize_gradient=ascent == "normalized",
+    )
     model = wrap(encoder)  # held until after backward: DDP's gradient hooks die with it
     loss, _, _ = vadvcse_loss(model, encoder, inputs, InfoNCELoss(0.05), search, 1.0, noise=batch["noise"])
     loss.backward()
     return {"loss": loss.detach().reshape(1), "r": search.r.contiguous(), **grads(encoder)}
 
 
-def test_two_processes_equal_one_process(no_dropout_bert, tmp_path):
+@pytest.mark.parametrize("ascent", list(DDP_STEP_SIZES))
+def test_two_processes_equal_one_process(no_dropout_bert, tmp_path, ascent):
+    """The search's gradient comes back summed over the processes and is divided by their number: the
+    normalised step does not see that scale, the raw step (``--no_normalize_gradient``) does."""
     tok = AutoTokenizer.from_pretrained(no_dropout_bert)
     encoded = tok(SENTENCES[:8], padding="max_length", max_length=12, return_tensors="pt")
     batch = {k: torch.stack([v, v], dim=1).contiguous() for k, v in encoded.items()}
     batch["noise"] = torch.randn(8, 12, 32, generator=torch.Generator().manual_seed(4))
     save_file(batch, str(tmp_path / "batch.safetensors"))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = torchrun("vadvcse_ddp_worker.py", 29631, no_dropout_bert, str(tmp_path / "batch.safetensors"), str(tmp_path))
+    batch_file = str(tmp_path / "batch.safetensors")
+    cmd = torchrun("vadvcse_ddp_worker.py", 29631, no_dropout_bert, batch_file, str(tmp_path), ascent)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-5000:]
     ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(2)]
-    single = objective_and_gradients(no_dropout_bert, batch)
+    single = objective_and_gradients(no_dropout_bert, batch, ascent=ascent)
     torch.testing.assert_close(torch.cat([ranks[0]["r"], ranks[1]["r"]]), single["r"], rtol=1e-4, atol=1e-6)
     for name in single:
         if name == "r":

@@ -1,0 +1,91 @@
+"""Which checkpoint a run resumes from, and the settings it must keep: the newest checkpoint by step
+number (not by name), every process's RNG state required in a multi-process checkpoint, and the
+corpus' statistics compared when ``run_args.json`` records them."""
+
+import json
+import os
+import types
+
+import pytest
+import torch
+from transformers import TrainingArguments
+
+from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
+from cse.data import CorpusStatistics
+from cse.errors import CSEUsageError
+from cse.resume import RUN_ARGS_NAME, checkpoint_problem, find_checkpoint, last_complete_checkpoint, model_selection
+
+from .conftest import fake_checkpoint
+
+
+def test_the_newest_checkpoint_is_the_highest_step_not_the_last_name(tmp_path):
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True)
+    for step in (9, 90, 100):  # by name, "checkpoint-90" sorts after "checkpoint-100"
+        fake_checkpoint(tmp_path / f"checkpoint-{step}", step)
+    assert last_complete_checkpoint(str(tmp_path), args) == str(tmp_path / "checkpoint-100")
+
+
+def test_a_two_process_checkpoint_needs_both_rng_states(tmp_path):
+    args = types.SimpleNamespace(save_only_model=False, world_size=2)
+    checkpoint = fake_checkpoint(tmp_path / "checkpoint-4", 4)
+    os.remove(os.path.join(checkpoint, "rng_state.pth"))  # a two-process run writes one per rank instead
+    assert checkpoint_problem(checkpoint, args) == "rng_state_0.pth is missing"
+    for rank in (0, 1):
+        torch.save({"state": torch.arange(8.0)}, os.path.join(checkpoint, f"rng_state_{rank}.pth"))
+    assert checkpoint_problem(checkpoint, args) is None
+    os.remove(os.path.join(checkpoint, "rng_state_1.pth"))
+    assert checkpoint_problem(checkpoint, args) == "rng_state_1.pth is missing"
+
+
+def test_a_changed_corpus_is_refused_and_settings_without_corpus_statistics_still_resume(tmp_path):
+    args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True)
+
+    def find(corpus):
+        return find_checkpoint(ModelArguments(), DataArguments(), args, corpus=corpus)
+
+    corpus = CorpusStatistics(100, {1: 90, 2: 5})
+    assert find(corpus) is None  # a fresh directory: the settings are recorded
+    with open(tmp_path / RUN_ARGS_NAME) as f:
+        assert json.load(f)["corpus"] == {"sentences": 100, "distinct": 95}
+    last = fake_checkpoint(tmp_path / "checkpoint-2", 2)
+    assert find(corpus) == last
+    with pytest.raises(CSEUsageError, match=r"other settings \(corpus.distinct: 95 -> 96\)"):
+        find(CorpusStatistics(100, {1: 92, 2: 4}))
+    # written before the corpus was counted: the rest is compared, the corpus is recorded from now on
+    with open(tmp_path / RUN_ARGS_NAME) as f:
+        saved = json.load(f)
+    del saved["corpus"]
+    (tmp_path / RUN_ARGS_NAME).write_text(json.dumps(saved))
+    assert find(CorpusStatistics(100, {1: 92, 2: 4})) == last
+    with open(tmp_path / RUN_ARGS_NAME) as f:
+        assert json.load(f)["corpus"]["distinct"] == 96
+
+
+def selection_of(evaluations, best=None, strategy="steps", load_best=True):
+    """model_selection of a 40-step run whose dev scores were logged at ``evaluations``."""
+    args = CSETrainingArguments(
+        output_dir="o", use_cpu=True, eval_strategy=strategy, load_best_model_at_end=load_best, save_strategy=strategy
+    )
+    history = [{"loss": 1.0, "step": 5}, *({"eval_stsb_spearman": 0.1 * s, "step": s} for s in evaluations)]
+    state = types.SimpleNamespace(
+        global_step=40, eval_steps=125, log_history=history, best_model_checkpoint=best, best_metric=0.3
+    )
+    return model_selection(types.SimpleNamespace(args=args, state=state))
+
+
+def test_the_selection_note_says_when_nothing_was_compared():
+    assert selection_of([10, 20, 30], best="o/checkpoint-30") == (
+        "the exported weights are the best of 3 dev evaluations, checkpoint-30, by stsb_spearman (0.3000)"
+    )
+    assert selection_of([40], best="o/checkpoint-40") == (
+        "training ended at step 40 with a single dev evaluation, at step 40 (scheduled every 125 steps), so no "
+        "checkpoint was selected: the exported weights are step 40's, the last step"
+    )
+    # an epoch strategy and a run stopped by --max_steps inside the first epoch: never evaluated
+    assert selection_of([], strategy="epoch") == (
+        "training ended at step 40 with no dev evaluation (scheduled each epoch), so no checkpoint was selected: "
+        "the exported weights are step 40's, the last step"
+    )
+    assert selection_of([10, 20], load_best=False) == (
+        "the exported weights are the last step's (step 40): no best-checkpoint selection"
+    )
