@@ -209,7 +209,7 @@ class CSETrainingArguments(TrainingArguments):
             # DeepSpeed, imported by the Trainer, need not probe for (and warn about) a GPU it lacks.
             self.dataloader_pin_memory = False
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
-        if self.accelerator_config is None:
+        elif self.accelerator_config is None:
             # Batches are copied to the GPU asynchronously from page-locked memory (--dataloader_pin_memory,
             # on by default) instead of waiting for the stream at every step.
             self.accelerator_config = {"non_blocking": True}

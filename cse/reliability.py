@@ -3,7 +3,8 @@
 with one line naming where it can resume (:class:`RunProgress`), finite hyperparameters
 (:func:`check_finite_arguments`), a training stopped at the first non-finite loss, gradient norm or
 dev score (:class:`NonFiniteGuard`), and no export of non-finite weights
-(:func:`check_finite_weights`). Torn checkpoints are :mod:`cse.resume`'s. ``docs/reliability.md`` is the user's account of all of it."""
+(:func:`check_finite_weights`). Torn checkpoints are :mod:`cse.resume`'s. ``docs/reliability.md`` is
+the user's account of all of it."""
 
 from __future__ import annotations
 
