@@ -199,10 +199,12 @@ class CSETrainingArguments(TrainingArguments):
         if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not self.use_cpu and not torch.accelerator.is_available():
             # Without --use_cpu the Trainer would give each of torchrun's processes no device and no
             # distributed mode: each would train alone, into the same --output_dir.
-            logger.warning(
-                "%s processes launched on a machine without a GPU: they train together on the CPU (--use_cpu true)",
-                os.environ["WORLD_SIZE"],
-            )
+            if os.environ.get("RANK", "0") == "0":
+                logger.warning(
+                    "%s processes launched on a machine without a GPU: they train together on the CPU "
+                    "(--use_cpu true)",
+                    os.environ["WORLD_SIZE"],
+                )
             self.use_cpu = True
         if self.use_cpu or not torch.accelerator.is_available():
             # Page-locked memory only speeds up copies to a GPU (torch warns that it is unused), and

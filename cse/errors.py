@@ -30,8 +30,9 @@ class CSEUsageError(ValueError):
 
 # The faults of a path that the user, not the code, has to mend; each with what to do.
 OS_ERROR_HINTS = {
-    errno.ENOSPC: "free space there and rerun the same command: the run resumes from its newest complete checkpoint",
-    errno.EDQUOT: "free space within your quota there and rerun the same command",
+    errno.ENOSPC: "free space on that file system and rerun the same command: a run resumes from its newest complete "
+    "checkpoint",
+    errno.EDQUOT: "free space within your quota on that file system and rerun the same command",
     errno.EROFS: "choose a path on a writable file system",
     errno.EACCES: "choose a path you may write (or read), or change its permissions",
     errno.EPERM: "choose a path you may write (or read), or change its permissions",
@@ -86,7 +87,7 @@ def os_error_refusal(err: BaseException) -> CSEUsageError | None:
     for cause in exception_chain(err):
         if isinstance(cause, OSError) and cause.errno in OS_ERROR_HINTS:
             where = " -> ".join(str(name) for name in (cause.filename, cause.filename2) if name is not None)
-            message = f"{cause.strerror or os.strerror(cause.errno)}: {where or 'a path the run uses'}"
+            message = f"{cause.strerror or os.strerror(cause.errno)}{f': {where}' if where else ''}"
             if cause.errno in (errno.ENOSPC, errno.EDQUOT) and cause.filename is not None:
                 message += f" ({free_space(os.path.dirname(os.path.abspath(cause.filename)))})"
             return CSEUsageError(message, hint=OS_ERROR_HINTS[cause.errno])

@@ -9,6 +9,7 @@ the user's account of all of it."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import math
 import os
@@ -22,7 +23,7 @@ from accelerate.utils import broadcast_object_list
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .errors import CSEUsageError, exception_chain, free_space, human_size, is_disk_full
+from .errors import OS_ERROR_HINTS, CSEUsageError, exception_chain, free_space, human_size, is_disk_full
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def disk_full_error(output_dir: str, err: BaseException) -> CSEUsageError:
             f"from {checkpoint}"
         )
     else:
-        hint = "free space there and rerun the same command: the run resumes from its newest complete checkpoint"
+        hint = OS_ERROR_HINTS[errno.ENOSPC]
     return CSEUsageError(message + "; nothing complete was deleted", hint=hint)
 
 
