@@ -234,6 +234,8 @@ def output_dir_lock(training_args):
         if training_args.process_index != 0:
             raise SystemExit(128 + err.signum) from None
         raise interruption_error(err.signum) from None
+    except CSEUsageError:
+        raise
     except Exception as err:
         if is_disk_full(err) or _space_exhausted(output_dir):
             raise disk_full_error(output_dir, err) from err
