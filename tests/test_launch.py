@@ -24,28 +24,12 @@ ENV = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "1", "TOKENIZERS_P
 RUN_SIMCSE = os.path.join(REPO, "run_simcse.py")
 
 
-def run_args(model, out, max_steps=4, *extra):
+def run_args(model, out, max_steps, *extra):
+    """A short run on the CPU, without --use_cpu: the launch decides."""
     return [
-        "--model_name_or_path",
-        model,
-        "--output_dir",
-        str(out),
-        "--train_file",
-        WIKI_HEAD,
-        "--max_train_samples",
-        "64",
-        "--per_device_train_batch_size",
-        "8",
-        "--max_steps",
-        str(max_steps),
-        "--eval_strategy",
-        "no",
-        "--load_best_model_at_end",
-        "false",
-        "--final_eval",
-        "none",
-        "--report_to",
-        "none",
+        *f"--model_name_or_path {model} --output_dir {out} --train_file {WIKI_HEAD} --max_train_samples 64".split(),
+        *f"--per_device_train_batch_size 8 --max_steps {max_steps} --eval_strategy no --load_best_model_at_end false "
+        "--final_eval none --report_to none".split(),
         *extra,
     ]
 

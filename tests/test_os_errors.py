@@ -20,8 +20,7 @@ from cse.errors import OS_ERROR_HINTS, human_size, run_cli
 from cse.reliability import LOCK_NAME
 from cse.resume import checkpoint_problem
 
-from .conftest import SENTEVAL, WIKI_HEAD
-from .test_inputs import assert_nothing_written, refusal, run_simcse
+from .test_inputs import assert_nothing_written, refusal, run_simcse, train_argv
 
 
 @contextlib.contextmanager
@@ -39,41 +38,13 @@ def tmpfs(path, options):
 
 def run_argv(model, out, *extra):
     """A 4-step run saving a checkpoint every 2 steps, the last two kept."""
-    return [
-        "--model_name_or_path",
-        model,
-        "--output_dir",
-        str(out),
-        "--train_file",
-        WIKI_HEAD,
-        "--senteval_data_dir",
-        SENTEVAL,
-        "--max_train_samples",
-        "64",
-        "--per_device_train_batch_size",
-        "8",
-        "--max_steps",
-        "4",
-        "--save_strategy",
-        "steps",
-        "--save_steps",
-        "2",
-        "--save_total_limit",
-        "2",
-        "--eval_strategy",
-        "no",
-        "--load_best_model_at_end",
-        "false",
-        "--final_eval",
-        "none",
-        "--use_cpu",
-        "true",
-        "--disable_tqdm",
-        "true",
-        "--report_to",
-        "none",
-        *extra,
-    ]
+    return train_argv(model, out, *RUN_FLAGS, *extra)
+
+
+RUN_FLAGS = (
+    "--max_train_samples 64 --per_device_train_batch_size 8 --max_steps 4 --save_strategy steps --save_steps 2 "
+    "--save_total_limit 2 --eval_strategy no --load_best_model_at_end false --final_eval none --disable_tqdm true"
+).split()
 
 
 def tree_size(path) -> int:
