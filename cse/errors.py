@@ -47,11 +47,13 @@ _DISK_FULL_TEXTS = (f"(os error {errno.ENOSPC})", os.strerror(errno.ENOSPC))
 
 
 def human_size(size: float) -> str:
+    """``size`` bytes in words: ``512 B``, ``5.7 MiB``."""
+    unit = "B"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+            break
         size /= 1024
-    raise AssertionError("unreachable")
+    return f"{size:.0f} B" if unit == "B" else f"{size:.1f} {unit}"
 
 
 def exception_chain(err: BaseException):

@@ -89,14 +89,14 @@ class RunProgress(TrainerCallback):
 PROGRESS = RunProgress()
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def _raise_interrupted(signum, frame):
     # A second signal while the first one unwinds stops the process the default way.
-    for name in _STOP_SIGNALS:
-        signal.signal(name, signal.SIG_DFL)
+    for stop in _STOP_SIGNALS:
+        signal.signal(stop, signal.SIG_DFL)
     raise Interrupted(signum)
-
-
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
