@@ -31,17 +31,18 @@ train() {
 }
 
 # refusal_last CMD...: run CMD; when the run refuses (an "error: ..." line and its "  hint: ..."), that
-# refusal ends stderr and the status is the run's 2, without the launcher's report of a failed child
-# after it (accelerate's CalledProcessError traceback, torchrun's ChildFailedError) and its status 1.
-# Anything else, a bug's traceback included, passes unchanged with CMD's status.
+# refusal ends stderr and the status is the run's (2; 130 or 143 for a run stopped by SIGINT or
+# SIGTERM), without the launcher's report of a failed child after it (accelerate's CalledProcessError
+# traceback, torchrun's ChildFailedError) and its status 1. Anything else, a bug's traceback
+# included, passes unchanged with CMD's status.
 refusal_last() {
     local codes
     { "$@" 2>&1 1>&3 3>&- | awk '
-        /^error: / { refused = 1 }
-        refused && !/^(error|  hint): / { next }
+        /^error: / { status = /^error: SIGINT stopped/ ? 130 : /^error: SIGTERM stopped/ ? 143 : 2 }
+        status && !/^(error|  hint): / { next }
         { print; fflush() }
-        END { exit refused ? 2 : 0 }' >&2 && codes=("${PIPESTATUS[@]}") || codes=("${PIPESTATUS[@]}"); } 3>&1
-    [ "${codes[1]}" -eq 2 ] && return 2
+        END { exit status }' >&2 && codes=("${PIPESTATUS[@]}") || codes=("${PIPESTATUS[@]}"); } 3>&1
+    (( codes[1] )) && return "${codes[1]}"
     return "${codes[0]}"
 }
 
