@@ -58,7 +58,9 @@ def test_full_disk_is_one_line_and_the_same_command_resumes_once_there_is_space(
         lines = refusal(capsys, run_simcse.main, run_argv(tiny_bert, out))
         first = out / "checkpoint-2"
         size = human_size(tree_size(first))
-        assert lines[0].startswith(f"error: no space left on device writing {out / 'checkpoint-4'} (")
+        # what was being written: the second checkpoint (however its writer names the files on the way)
+        target = lines[0].removeprefix("error: no space left on device writing ").split(" (", 1)[0]
+        assert target.startswith(str(out)) and "checkpoint-4" in target
         assert f"; 0 B free of 18.0 MiB); a complete checkpoint of this run, {first}, takes {size}" in lines[0]
         assert lines[0].endswith("nothing complete was deleted")
         assert lines[1] == (
