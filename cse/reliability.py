@@ -101,12 +101,16 @@ def _raise_interrupted(signum, frame):
 
 @contextlib.contextmanager
 def _stop_signals_raise():
-    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` (only the main thread may set
-    handlers: elsewhere they are left as they are)."""
+    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted`. A signal the process was
+    started ignoring (SIGINT in a shell script's background job) stays ignored; only the main thread
+    may set handlers: elsewhere they are left as they are."""
+    previous = {}
     try:
-        previous = {signum: signal.signal(signum, _raise_interrupted) for signum in _STOP_SIGNALS}
+        for signum in _STOP_SIGNALS:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, _raise_interrupted)
     except ValueError:
-        previous = {}
+        pass
     try:
         yield
     finally:

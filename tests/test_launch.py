@@ -96,7 +96,16 @@ def test_a_signal_ends_the_run_with_one_line_and_the_rerun_resumes(tiny_bert, tm
         RUN_SIMCSE,
         *run_args(tiny_bert, out, 40, "--save_strategy", "steps", "--save_steps", "5", "--disable_tqdm", "true"),
     ]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+    # SIGINT as in a terminal, even where this test runs in a background job (which ignores it)
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     wait_for(out / "checkpoint-5" / "trainer_state.json", proc)
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=120)
