@@ -43,7 +43,7 @@ def launch(command, **kwargs):
 
 def test_torchrun_on_a_machine_without_a_gpu_trains_in_both_processes(tiny_bert, tmp_path):
     out = tmp_path / "run"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29541"]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29551"]
     # no --use_cpu: without the check each process would train alone, and rank 1 meet rank 0's lock
     proc = launch([*torchrun, RUN_SIMCSE, *run_args(tiny_bert, out, 4, "--save_strategy", "no")])
     assert proc.returncode == 0, proc.stderr[-5000:]
@@ -65,7 +65,7 @@ def test_a_launch_the_trainer_does_not_see_is_refused(monkeypatch):
 def test_accelerate_cpu_launch_of_two_processes_warns_and_the_console_says_what_matters(tiny_bert, tmp_path):
     out = tmp_path / "run"
     accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2"]
-    flags = ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29542"]
+    flags = ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29552"]
     proc = launch([*accelerate, *flags, RUN_SIMCSE, *run_args(tiny_bert, out, 4, "--save_strategy", "no")])
     assert proc.returncode == 0, proc.stderr[-5000:]
     said = proc.stdout + proc.stderr
