@@ -9,11 +9,13 @@ never abbreviated (``--learning_rat`` is an error, not ``--learning_rate``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass, field, fields
 from difflib import get_close_matches
 
+import torch
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 from transformers.trainer_utils import HubStrategy
@@ -22,6 +24,8 @@ from .errors import CSEUsageError
 from .paths import MissingDataError
 from .pooling import POOLERS, check_pooler
 from .reliability import check_finite_arguments
+
+logger = logging.getLogger(__name__)
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 
@@ -108,6 +112,10 @@ class DataArguments:
         metadata={"help": "SentEval data (STS-B dev for model selection); default $CSE_DATA_DIR/senteval."},
     )
 
+    def __post_init__(self):
+        if self.train_file is not None:
+            check_train_file(self.train_file)
+
 
 FINAL_EVAL_MODES = ("test", "dev", "none")
 
@@ -188,11 +196,28 @@ class CSETrainingArguments(TrainingArguments):
                 "weights are the training wrapper's, as the model",
                 hint="leave --hub_strategy at end: the exported encoder and its model card are pushed after training",
             )
-        if self.accelerator_config is None:
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not self.use_cpu and not torch.accelerator.is_available():
+            # Without --use_cpu the Trainer would give each of torchrun's processes no device and no
+            # distributed mode: each would train alone, into the same --output_dir.
+            if os.environ.get("RANK", "0") == "0":
+                logger.warning(
+                    "%s processes launched on a machine without a GPU: they train together on the CPU "
+                    "(--use_cpu true)",
+                    os.environ["WORLD_SIZE"],
+                )
+            self.use_cpu = True
+        if self.use_cpu or not torch.accelerator.is_available():
+            # Page-locked memory only speeds up copies to a GPU (torch warns that it is unused), and
+            # DeepSpeed, imported by the Trainer, need not probe for (and warn about) a GPU it lacks.
+            self.dataloader_pin_memory = False
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        elif self.accelerator_config is None:
             # Batches are copied to the GPU asynchronously from page-locked memory (--dataloader_pin_memory,
             # on by default) instead of waiting for the stream at every step.
             self.accelerator_config = {"non_blocking": True}
         super().__post_init__()
+        check_output_dir(self.output_dir)
+        check_launch(self)
         if self.compile_cache_dir is not None:
             if not self.torch_compile:
                 raise CSEUsageError(
@@ -204,6 +229,63 @@ class CSETrainingArguments(TrainingArguments):
             self.compile_cache_dir = os.path.abspath(os.path.expanduser(self.compile_cache_dir))
             os.makedirs(self.compile_cache_dir, exist_ok=True)
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = self.compile_cache_dir
+
+
+def check_train_file(path: str) -> None:
+    """Refuse a ``--train_file`` that is a directory or cannot be read, before any work."""
+    if os.path.isdir(path):
+        corpora = sorted(name for name in os.listdir(path) if name.endswith((".txt", ".csv")))
+        raise CSEUsageError(
+            f"--train_file {path} is a directory, not a corpus file",
+            hint=f"pass a file in it, e.g. --train_file {os.path.join(path, corpora[0])}"
+            if corpora
+            else "pass a .txt (one sentence a line) or .csv file",
+        )
+    if os.path.exists(path) and not os.access(path, os.R_OK):
+        raise CSEUsageError(f"--train_file {path} cannot be read (permission denied)", hint="check its permissions")
+
+
+def check_output_dir(path: str) -> None:
+    """Refuse, before any work, an ``--output_dir`` the run could not write: an existing file, a path
+    through a file, a directory on a read-only file system or one this user may not write."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CSEUsageError(
+            f"--output_dir {path} exists and is not a directory", hint="choose another --output_dir, or move the file"
+        )
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise CSEUsageError(f"--output_dir {path} goes through {existing}, a file", hint="correct the path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        read_only = os.statvfs(existing).f_flag & os.ST_RDONLY
+        why = "on a read-only file system" if read_only else "not writable by this user"
+        raise CSEUsageError(
+            f"--output_dir {path} cannot be written: {existing} is {why}",
+            hint="choose an --output_dir on a writable file system",
+        )
+
+
+def check_launch(training_args) -> None:
+    """The processes the launcher asked for must be the ones that train. ``torchrun`` (and ``accelerate
+    launch --multi_gpu``) say how many in ``WORLD_SIZE``: fewer in the Trainer means each process would
+    train alone, so the run is refused. ``accelerate launch --num_processes N`` without ``--multi_gpu``
+    (``--cpu`` included) starts one process; it then sets ``MASTER_PORT`` but no ``WORLD_SIZE``, and the
+    run goes on in that one process with a warning."""
+    asked = int(os.environ.get("WORLD_SIZE", "1"))
+    if asked > 1 and training_args.world_size != asked:
+        raise CSEUsageError(
+            f"launched as {asked} processes (WORLD_SIZE={asked}), but the Trainer sees {training_args.world_size}: "
+            "each would train alone",
+            hint="add --use_cpu true to train them together on the CPU (gloo)",
+        )
+    accelerate_single = "ACCELERATE_DYNAMO_BACKEND" in os.environ and "WORLD_SIZE" not in os.environ
+    if accelerate_single and "MASTER_PORT" in os.environ:
+        logger.warning(
+            "accelerate launch was asked for more than one process but started this one alone (without "
+            "--multi_gpu, --cpu included, it runs one process): training in 1 process; for several CPU processes "
+            "run torchrun --nproc_per_node N ... --use_cpu true"
+        )
 
 
 def read_config_file(path: str) -> dict:

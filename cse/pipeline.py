@@ -185,7 +185,9 @@ def _train_and_evaluate(
     result = trainer.train(resume_from_checkpoint=checkpoint)
     check_best_model_loaded(trainer)
     trainer.save_encoder()
-    metrics = {**result.metrics, "train_samples": len(train_dataset)}
+    # The Trainer counts FLOPs only for models that count their own (transformers'), not ours: 0 is no count.
+    metrics = {k: v for k, v in result.metrics.items() if k != "total_flos" or v}
+    metrics["train_samples"] = len(train_dataset)
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     trainer.save_state()

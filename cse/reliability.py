@@ -1,23 +1,29 @@
 """What keeps a run from silently producing nothing or nonsense: one run per output directory
-(:func:`output_dir_lock`), finite hyperparameters (:func:`check_finite_arguments`), a training
-stopped at the first non-finite loss, gradient norm or dev score (:class:`NonFiniteGuard`), and no
-export of non-finite weights (:func:`check_finite_weights`). Torn checkpoints are
-:mod:`cse.resume`'s. ``docs/reliability.md`` is the user's account of all of it."""
+(:func:`output_dir_lock`), which also ends a run stopped by SIGINT or SIGTERM, or by a full disk,
+with one line naming where it can resume (:class:`RunProgress`), finite hyperparameters
+(:func:`check_finite_arguments`), a training stopped at the first non-finite loss, gradient norm or
+dev score (:class:`NonFiniteGuard`), and no export of non-finite weights
+(:func:`check_finite_weights`). Torn checkpoints are :mod:`cse.resume`'s. ``docs/reliability.md`` is
+the user's account of all of it."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import math
 import os
+import shutil
+import signal
 import socket
 
 import filelock
 import torch
 from accelerate.utils import broadcast_object_list
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .errors import CSEUsageError
+from .errors import OS_ERROR_HINTS, CSEUsageError, exception_chain, free_space, human_size, is_disk_full
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +43,148 @@ def _lock_holder(path: str) -> tuple[str, str] | None:
     return (lines[0] if lines else "?", lines[1] if len(lines) > 1 else "?")
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived. Raised in the main thread by the handler :func:`output_dir_lock`
+    installs; a ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception`` on its
+    way swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class RunInterrupted(CSEUsageError):
+    """The one line a run stopped by a signal ends with; the exit status is the shell's for a process
+    ended by that signal (128 + its number: 130 for SIGINT, 143 for SIGTERM), which schedulers read as
+    "interrupted, may be requeued", unlike a refusal's 2."""
+
+    def __init__(self, message: str, hint: str, signum: int):
+        super().__init__(message, hint=hint)
+        self.exit_code = 128 + signum
+
+
+class RunProgress(TrainerCallback):
+    """The step a run has reached and its newest complete checkpoint, as the Trainer reports them:
+    ``on_save`` comes after a checkpoint's last file is written, so one torn by an interruption is
+    never named. One instance (:data:`PROGRESS`) serves the run of the process."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.step, self.checkpoint = None, None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # A resumed run starts at its checkpoint's step; the Trainer has loaded its state by now.
+        resumed = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        self.step, self.checkpoint = state.global_step, resumed if os.path.isdir(resumed) else None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.step = state.global_step
+
+    def on_save(self, args, state, control, **kwargs):
+        self.checkpoint = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+
+
+PROGRESS = RunProgress()
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _raise_interrupted(signum, frame):
+    # A second signal while the first one unwinds stops the process the default way.
+    for stop in _STOP_SIGNALS:
+        signal.signal(stop, signal.SIG_DFL)
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals_raise():
+    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted`. A signal the process was
+    started ignoring (SIGINT in a shell script's background job) stays ignored; only the main thread
+    may set handlers: elsewhere they are left as they are."""
+    previous = {}
+    try:
+        for signum in _STOP_SIGNALS:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, _raise_interrupted)
+    except ValueError:
+        pass
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _tree_size(path: str) -> int:
+    if not os.path.isdir(path):
+        return os.path.getsize(path) if os.path.exists(path) else 0
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def _newest_entry(directory: str) -> str:
+    """What was written last in ``directory``: its newest file or subdirectory (a checkpoint being
+    saved), else ``directory`` itself."""
+    try:
+        entries = [entry.path for entry in os.scandir(directory) if entry.name != LOCK_NAME]
+    except OSError:
+        return directory
+    return max(entries, key=os.path.getmtime, default=directory)
+
+
+# torch.save reports a full disk as a mere short write ("unexpected pos ..."), so a failure that left
+# the output directory's file system with less than this free is taken as a full disk too.
+EXHAUSTED_BYTES = 1 << 20
+
+
+def _space_exhausted(directory: str) -> bool:
+    try:
+        return shutil.disk_usage(directory).free < EXHAUSTED_BYTES
+    except OSError:
+        return False
+
+
+def disk_full_error(output_dir: str, err: BaseException) -> CSEUsageError:
+    """The refusal of a run stopped by a full disk: what it was writing and how much of it was written,
+    the free space, and the size of a complete checkpoint of this run, which is what resuming needs."""
+    named = next((cause.filename for cause in exception_chain(err) if getattr(cause, "filename", None)), None)
+    target = named if named is not None else _newest_entry(output_dir)
+    message = (
+        f"no space left on device writing {target} ({human_size(_tree_size(target))} of it written; "
+        f"{free_space(target)})"
+    )
+    checkpoint = PROGRESS.checkpoint
+    if checkpoint is not None and os.path.isdir(checkpoint) and os.path.abspath(checkpoint) != os.path.abspath(target):
+        size = human_size(_tree_size(checkpoint))
+        message += f"; a complete checkpoint of this run, {checkpoint}, takes {size}"
+        hint = (
+            f"free at least {size} on the file system of {output_dir} and rerun the same command: it resumes "
+            f"from {checkpoint}"
+        )
+    else:
+        hint = OS_ERROR_HINTS[errno.ENOSPC]
+    return CSEUsageError(message + "; nothing complete was deleted", hint=hint)
+
+
+def interruption_error(signum: int) -> RunInterrupted:
+    """The refusal of a run stopped by ``signum`` at the step :data:`PROGRESS` has seen."""
+    name = signal.Signals(signum).name
+    where = "before training started" if PROGRESS.step is None else f"at step {PROGRESS.step}"
+    if PROGRESS.checkpoint is None:
+        return RunInterrupted(
+            f"{name} stopped the run {where}; no checkpoint saved yet",
+            hint="rerun the same command to start it again",
+            signum=signum,
+        )
+    return RunInterrupted(
+        f"{name} stopped the run {where}; the newest complete checkpoint is {PROGRESS.checkpoint}",
+        hint="rerun the same command to resume",
+        signum=signum,
+    )
+
+
 @contextlib.contextmanager
 def output_dir_lock(training_args):
     """Hold ``output_dir`` for this run until the block exits; refuse at once (``CSEUsageError``)
@@ -46,9 +194,14 @@ def output_dir_lock(training_args):
     holder's PID and host: it works on shared filesystems without OS lock support, and a marker
     left on this host by a process that is gone is taken over (with a warning). Only the global
     main process takes it, without waiting, and tells the others whether to go on, so no process
-    ever blocks on the file, whatever the number of nodes."""
+    ever blocks on the file, whatever the number of nodes.
+
+    Within the block, SIGINT and SIGTERM stop the run with :func:`interruption_error` (printed by the
+    main process only; the others exit with the same status), and a full disk with
+    :func:`disk_full_error`; either way the lock is released."""
     output_dir = training_args.output_dir
     lock, refusal, hint, created = None, None, None, False
+    PROGRESS.reset()
     if training_args.process_index == 0:
         path = os.path.join(output_dir, LOCK_NAME)
         created = not os.path.isdir(output_dir)
@@ -79,7 +232,18 @@ def output_dir_lock(training_args):
     if refusal is not None:
         raise CSEUsageError(refusal, hint=hint)
     try:
-        yield
+        with _stop_signals_raise():
+            yield
+    except Interrupted as err:
+        if training_args.process_index != 0:
+            raise SystemExit(128 + err.signum) from None
+        raise interruption_error(err.signum) from None
+    except CSEUsageError:
+        raise
+    except Exception as err:
+        if is_disk_full(err) or _space_exhausted(output_dir):
+            raise disk_full_error(output_dir, err) from err
+        raise
     finally:
         if lock is not None:
             lock.release()

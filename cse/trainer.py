@@ -24,7 +24,7 @@ from . import citations
 from .data import CorpusStatistics
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
-from .reliability import NonFiniteGuard, check_finite_weights
+from .reliability import PROGRESS, NonFiniteGuard, check_finite_weights
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class CSETrainer(Trainer):
                 if isinstance(module, PreTrainedModel):
                     maybe_install_capturing_hooks(module)
         self.add_callback(NonFiniteGuard())
+        self.add_callback(PROGRESS)
         global_batch = self.args.per_device_train_batch_size * self.args.world_size
         if global_batch < 2:
             raise CSEUsageError(

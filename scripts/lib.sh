@@ -25,8 +25,25 @@ train() {
     fi
     local launch=(accelerate launch --num_processes "$gpus")
     [ "$gpus" -gt 1 ] && launch+=(--multi_gpu)
-    "${launch[@]}" "$script" "$@" --output_dir "$out" --per_device_train_batch_size $((batch / gpus))
+    refusal_last "${launch[@]}" "$script" "$@" --output_dir "$out" --per_device_train_batch_size $((batch / gpus)) ||
+        return
     printf '%s\n' "$request" > "$out/launch_args.txt"
+}
+
+# refusal_last CMD...: run CMD; when the run refuses (an "error: ..." line and its "  hint: ..."), that
+# refusal ends stderr and the status is the run's (2; 130 or 143 for a run stopped by SIGINT or
+# SIGTERM), without the launcher's report of a failed child after it (accelerate's CalledProcessError
+# traceback, torchrun's ChildFailedError) and its status 1. Anything else, a bug's traceback
+# included, passes unchanged with CMD's status.
+refusal_last() {
+    local codes
+    { "$@" 2>&1 1>&3 3>&- | awk '
+        /^error: / { status = /^error: SIGINT stopped/ ? 130 : /^error: SIGTERM stopped/ ? 143 : 2 }
+        status && !/^(error|  hint): / { next }
+        { print; fflush() }
+        END { exit status }' >&2 && codes=("${PIPESTATUS[@]}") || codes=("${PIPESTATUS[@]}"); } 3>&1
+    (( codes[1] )) && return "${codes[1]}"
+    return "${codes[0]}"
 }
 
 # sts_test MODEL_DIR: the 7 STS test sets with senteval_eval.py, into MODEL_DIR/sts_test_results.json.

@@ -1,0 +1,143 @@
+"""How a run is started and stopped, with real launchers and real signals: torchrun on a machine
+without a GPU, accelerate's one-process ``--cpu`` launch, SIGTERM and SIGINT sent to a training run,
+a table script whose run refuses, and what a CPU run's console says."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+from transformers import TrainingArguments
+
+from cse.arguments import check_launch
+from cse.errors import CSEUsageError
+from cse.reliability import LOCK_NAME
+from cse.resume import checkpoint_problem
+
+from .conftest import DATA, REPO, WIKI_HEAD
+
+ENV = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+RUN_SIMCSE = os.path.join(REPO, "run_simcse.py")
+
+
+def run_args(model, out, max_steps, *extra):
+    """A short run on the CPU, without --use_cpu: the launch decides."""
+    return [
+        *f"--model_name_or_path {model} --output_dir {out} --train_file {WIKI_HEAD} --max_train_samples 64".split(),
+        *f"--per_device_train_batch_size 8 --max_steps {max_steps} --eval_strategy no --load_best_model_at_end false "
+        "--final_eval none --report_to none".split(),
+        *extra,
+    ]
+
+
+def launch(command, **kwargs):
+    return subprocess.run(command, capture_output=True, text=True, env=ENV, cwd=REPO, timeout=600, **kwargs)
+
+
+# --- launchers ------------------------------------------------------------------------------------
+
+
+def test_torchrun_on_a_machine_without_a_gpu_trains_in_both_processes(tiny_bert, tmp_path):
+    out = tmp_path / "run"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29551"]
+    # no --use_cpu: without the check each process would train alone, and rank 1 meet rank 0's lock
+    proc = launch([*torchrun, RUN_SIMCSE, *run_args(tiny_bert, out, 4, "--save_strategy", "no")])
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    said = proc.stdout + proc.stderr
+    assert said.count("2 processes launched on a machine without a GPU: they train together on the CPU") == 1
+    assert "16 sentences per step across 2 process(es)" in said
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 4 and state["log_history"][-1]["epoch"] == 1.0  # 4 x 16 = the 64 sentences
+
+
+def test_a_launch_the_trainer_does_not_see_is_refused(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(CSEUsageError, match="launched as 2 processes") as refusal:
+        check_launch(SimpleNamespace(world_size=1))
+    assert refusal.value.hint == "add --use_cpu true to train them together on the CPU (gloo)"
+    check_launch(SimpleNamespace(world_size=2))
+
+
+def test_accelerate_cpu_launch_of_two_processes_warns_and_the_console_says_what_matters(tiny_bert, tmp_path):
+    out = tmp_path / "run"
+    accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2"]
+    flags = ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29552"]
+    proc = launch([*accelerate, *flags, RUN_SIMCSE, *run_args(tiny_bert, out, 4, "--save_strategy", "no")])
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    said = proc.stdout + proc.stderr
+    assert "accelerate launch was asked for more than one process but started this one alone" in said
+    assert "8 sentences per step across 1 process(es)" in said
+    # progress bars on: the Trainer's progress callback would print total_flos = 0GF
+    for noise in ("Setting accelerator to CPU", "pin_memory", "total_flos", "non_blocking"):
+        assert noise not in said
+    assert "total_flos" not in json.loads((out / "train_results.json").read_text())
+
+
+# --- signals --------------------------------------------------------------------------------------
+
+
+def wait_for(path, proc, seconds=300):
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_ends_the_run_with_one_line_and_the_rerun_resumes(tiny_bert, tmp_path, signum):
+    out = tmp_path / "run"
+    command = [
+        sys.executable,
+        RUN_SIMCSE,
+        *run_args(tiny_bert, out, 40, "--save_strategy", "steps", "--save_steps", "5", "--disable_tqdm", "true"),
+    ]
+    # SIGINT as in a terminal, even where this test runs in a background job (which ignores it)
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=REPO,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    wait_for(out / "checkpoint-5" / "trainer_state.json", proc)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signum and "Traceback" not in stderr, stderr
+    error, hint = stderr.strip().splitlines()[-2:]
+    name = signal.Signals(signum).name
+    step, newest = error.removeprefix(f"error: {name} stopped the run at step ").split(
+        "; the newest complete checkpoint is "
+    )
+    assert newest == max((str(p) for p in out.glob("checkpoint-*")), key=lambda p: int(p.rsplit("-", 1)[1]))
+    assert int(newest.rsplit("-", 1)[1]) <= int(step) < 40
+    assert checkpoint_problem(newest, TrainingArguments(output_dir=str(out))) is None
+    assert hint == "  hint: rerun the same command to resume" and not (out / LOCK_NAME).exists()
+    if signum == signal.SIGTERM:  # the rerun, once
+        rerun = launch(command)
+        assert rerun.returncode == 0, rerun.stderr[-5000:]
+        assert f"resuming from {newest}" in rerun.stdout + rerun.stderr
+        assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 40
+
+
+# --- table scripts --------------------------------------------------------------------------------
+
+
+def test_a_table_script_whose_run_refuses_ends_with_its_line_and_status(tmp_path):
+    env = {**ENV, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "OUTPUT_DIR": str(tmp_path / "out")}
+    proc = subprocess.run(
+        ["bash", "scripts/simcse/table5_unsup_bert_base.sh"], capture_output=True, text=True, env=env, cwd=REPO
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-2:] == [
+        "error: bert-base-uncased is not a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE is set",
+        "  hint: pass a model directory (--model_name_or_path ./my-model), or download the model once with "
+        "HF_HUB_OFFLINE unset",
+    ]
+    assert "Traceback" not in proc.stderr and proc.stdout == ""

@@ -1,0 +1,158 @@
+"""Faults of the paths a run writes or reads end in one line (``error:`` and ``hint:``, exit 2), and a
+run stopped by a full disk resumes with the same command once there is space.
+
+The faults are real: a small tmpfs that fills up, a read-only tmpfs, ``/dev/full`` (every write
+fails with ENOSPC), a file where a directory should be. Mounting needs root (CAP_SYS_ADMIN): where it
+is refused, the tmpfs tests skip with the reason and the test whose checkpoint write raises ENOSPC
+still covers a full disk."""
+
+import contextlib
+import errno
+import json
+import os
+import subprocess
+
+import pytest
+import safetensors.torch
+from transformers import TrainingArguments
+
+from cse.errors import OS_ERROR_HINTS, human_size, run_cli
+from cse.reliability import LOCK_NAME
+from cse.resume import checkpoint_problem
+
+from .test_inputs import assert_nothing_written, refusal, run_simcse, train_argv
+
+
+@contextlib.contextmanager
+def tmpfs(path, options):
+    """A tmpfs mounted at ``path`` with ``options`` (``size=...``, ``ro``), unmounted afterwards."""
+    path.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {proc.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=True)
+
+
+def run_argv(model, out, *extra):
+    """A 4-step run saving a checkpoint every 2 steps, the last two kept."""
+    return train_argv(model, out, *RUN_FLAGS, *extra)
+
+
+RUN_FLAGS = (
+    "--max_train_samples 64 --per_device_train_batch_size 8 --max_steps 4 --save_strategy steps --save_steps 2 "
+    "--save_total_limit 2 --eval_strategy no --load_best_model_at_end false --final_eval none --disable_tqdm true"
+).split()
+
+
+def tree_size(path) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def test_full_disk_is_one_line_and_the_same_command_resumes_once_there_is_space(capsys, caplog, tiny_bert, tmp_path):
+    # A tiny model's checkpoint takes 12.3 MiB: the first fits in 18 MiB, the second does not.
+    with tmpfs(tmp_path / "disk", "size=18m") as disk:
+        out = disk / "run"
+        lines = refusal(capsys, run_simcse.main, run_argv(tiny_bert, out))
+        first = out / "checkpoint-2"
+        size = human_size(tree_size(first))
+        # what was being written: the second checkpoint (however its writer names the files on the way)
+        target = lines[0].removeprefix("error: no space left on device writing ").split(" (", 1)[0]
+        assert target.startswith(str(out)) and "checkpoint-4" in target
+        assert f"; 0 B free of 18.0 MiB); a complete checkpoint of this run, {first}, takes {size}" in lines[0]
+        assert lines[0].endswith("nothing complete was deleted")
+        assert lines[1] == (
+            f"  hint: free at least {size} on the file system of {out} and rerun the same command: it resumes from "
+            f"{first}"
+        )
+        assert checkpoint_problem(str(first), TrainingArguments(output_dir=str(out))) is None
+        assert not (out / LOCK_NAME).exists()
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        with caplog.at_level("WARNING", logger="cse.resume"):
+            run_cli(run_simcse.main, run_argv(tiny_bert, out))
+        assert f"resuming from {first}" in caplog.text
+        state = json.loads((out / "trainer_state.json").read_text())
+        assert state["global_step"] == 4 and (out / "model.safetensors").is_file()
+
+
+def test_a_checkpoint_write_failing_with_enospc_is_one_line(capsys, monkeypatch, tiny_bert, tmp_path):
+    def full(tensors, filename, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    out = tmp_path / "run"
+    lines = refusal(capsys, run_simcse.main, run_argv(tiny_bert, out))
+    target = out / "checkpoint-2" / "model.safetensors"
+    assert lines[0].startswith(f"error: no space left on device writing {target} (0 B of it written; ")
+    assert lines[1] == f"  hint: {OS_ERROR_HINTS[errno.ENOSPC]}"
+    assert not (out / LOCK_NAME).exists()
+
+
+def test_os_errors_outside_a_run_are_one_line(capsys, tmp_path):
+    def write_to_full_device(argv):
+        with open("/dev/full", "w") as f:
+            f.write("x")
+
+    assert refusal(capsys, write_to_full_device, []) == [
+        "error: No space left on device",
+        f"  hint: {OS_ERROR_HINTS[errno.ENOSPC]}",
+    ]
+    assert refusal(capsys, lambda argv: open(tmp_path), []) == [
+        f"error: Is a directory: {tmp_path}",
+        "  hint: pass the file itself, not its directory",
+    ]
+    (tmp_path / "file").write_text("")
+    assert refusal(capsys, lambda argv: os.makedirs(tmp_path / "file" / "sub"), [])[0] == (
+        f"error: Not a directory: {tmp_path / 'file' / 'sub'}"
+    )
+
+    def refuse_connection(argv):
+        raise ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
+
+    with pytest.raises(ConnectionRefusedError):  # not a fault of a path: a traceback
+        run_cli(refuse_connection, [])
+
+
+def test_read_only_output_dir_is_refused_before_work(capsys, tiny_bert, tmp_path):
+    with tmpfs(tmp_path / "ro", "ro,size=1m") as ro:
+        lines = refusal(capsys, run_simcse.main, run_argv(tiny_bert, ro / "run"))
+        assert lines == [
+            f"error: --output_dir {ro / 'run'} cannot be written: {ro} is on a read-only file system",
+            "  hint: choose an --output_dir on a writable file system",
+        ]
+        # a write the checks before the run cannot foresee is one line too
+        assert refusal(capsys, lambda argv: os.makedirs(ro / "x"), []) == [
+            f"error: Read-only file system: {ro / 'x'}",
+            "  hint: choose a path on a writable file system",
+        ]
+
+
+def test_output_dir_that_is_a_file_is_refused_before_work(capsys, tiny_bert, tmp_path):
+    path = tmp_path / "a_file"
+    path.write_text("keep me")
+    assert refusal(capsys, run_simcse.main, run_argv(tiny_bert, path)) == [
+        f"error: --output_dir {path} exists and is not a directory",
+        "  hint: choose another --output_dir, or move the file",
+    ]
+    assert refusal(capsys, run_simcse.main, run_argv(tiny_bert, path / "run"))[0] == (
+        f"error: --output_dir {path / 'run'} goes through {path}, a file"
+    )
+    assert path.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("name", ["corpus", "corpus.txt"])
+def test_train_file_that_is_a_directory_is_refused_before_work(capsys, tiny_bert, tmp_path, name):
+    directory = tmp_path / name
+    directory.mkdir()
+    out = tmp_path / "out"
+    lines = refusal(capsys, run_simcse.main, run_argv(tiny_bert, out, "--train_file", str(directory)))
+    assert lines == [
+        f"error: --train_file {directory} is a directory, not a corpus file",
+        "  hint: pass a .txt (one sentence a line) or .csv file",
+    ]
+    (directory / "wiki.txt").write_text("a sentence\n")
+    lines = refusal(capsys, run_simcse.main, run_argv(tiny_bert, out, "--train_file", str(directory)))
+    assert lines[1] == f"  hint: pass a file in it, e.g. --train_file {directory / 'wiki.txt'}"
+    assert_nothing_written(out)
