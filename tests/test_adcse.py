@@ -21,26 +21,8 @@ from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments, AdCSETrainer, MomentumDualEncoder
 from cse.modeling import CSEModel
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, torchrun
+from .conftest import DATA, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, torchrun
 
-SENTENCES = [
-    "a cat sat on the mat",
-    "dogs bark loudly at night",
-    "the sun rises in the east",
-    "rain again today in the city",
-    "one more sentence for the batch",
-    "last of all comes the end",
-    "trees grow slowly in winter",
-    "rivers run to the sea",
-    "she plays the violin",
-    "the market opens at nine",
-    "birds sing in the morning",
-    "he wrote a long letter home",
-    "snow covered the mountain roads",
-    "the train was late again",
-    "children laughed in the park",
-    "an old man walked his dog",
-]
 
 
 # --- the loss ---------------------------------------------------------------------------------
@@ -151,11 +133,6 @@ def test_adversary_gradient_is_the_released_closed_form_at_the_adversary_tempera
 
 
 # --- the trainer ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def no_dropout_bert(tmp_path_factory):
-    return tiny_model_dir(tmp_path_factory.mktemp("tiny_bert_nodrop"), "bert", dropout=0.0)
 
 
 def make_trainer(

@@ -18,7 +18,7 @@ import run_simcse
 from cse.methods.sarcse import TOKEN_COUNTS_NAME
 from cse.trainer import CSETrainer
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, torchrun
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, torchrun
 
 ENV = {
     **os.environ,
@@ -49,12 +49,6 @@ def launch(command):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]
     return output
-
-
-@pytest.fixture(scope="module")
-def no_dropout_bert(tmp_path_factory):
-    # Without dropout, two processes and one see the same views, so their runs must agree.
-    return tiny_model_dir(tmp_path_factory.mktemp("no_dropout_bert"), "bert", dropout=0.0)
 
 
 def losses(run_dir):

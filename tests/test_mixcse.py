@@ -23,9 +23,8 @@ from cse.methods.mixcse import MixCSEArguments, MixCSETrainer
 from cse.modeling import CSEModel
 from cse.results import load_paper_results
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, torchrun
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, fake_tools, torchrun
 from .mixcse_ddp_worker import CONFIGS
-from .test_scripts import fake_tools
 
 ABLATIONS = {"default": {}, "single": {"single": True}, "no_sg": {"stop_gradient": False}}
 
