@@ -166,7 +166,12 @@ def run_simcse(args, launcher=(sys.executable,), check=True, env=SIMCSE_ENV):
     return proc
 
 
-# --- an in-process SARCSE trainer ------------------------------------------------------------------
+# --- in-process trainers --------------------------------------------------------------------------
+
+# A CPU run without evaluation, checkpoints or reporting, unless a test asks for them.
+QUIET_CPU = dict(
+    use_cpu=True, report_to=[], disable_tqdm=True, eval_strategy="no", save_strategy="no", load_best_model_at_end=False
+)
 
 
 def small_sarcse_args(**kwargs):
@@ -191,18 +196,14 @@ def make_sarcse_trainer(model_dir, out, sarcse_args=None, *, max_steps=4, callba
     sarcse_args = sarcse_args or small_sarcse_args()
     model = build_model(ModelArguments(model_name_or_path=model_dir), sarcse_args)
     args = dict(
+        QUIET_CPU,
         output_dir=str(out),
         per_device_train_batch_size=4,
         max_steps=max_steps,
         learning_rate=1e-3,
         lr_scheduler_type="constant",
-        eval_strategy="no",
         save_strategy="steps",
         save_steps=2,
-        load_best_model_at_end=False,
-        use_cpu=True,
-        report_to=[],
-        disable_tqdm=True,
         seed=0,
     )
     args.update(training)

@@ -21,7 +21,7 @@ from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments, AdCSETrainer, MomentumDualEncoder
 from cse.modeling import CSEModel
 
-from .conftest import DATA, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, torchrun
+from .conftest import DATA, QUIET_CPU, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, torchrun
 
 
 
@@ -171,17 +171,12 @@ def make_trainer(
         else InfoNCELoss(temperature)
     )
     args = dict(
+        QUIET_CPU,
         output_dir=str(out),
         per_device_train_batch_size=batch,
         max_steps=max_steps,
         learning_rate=learning_rate,
         lr_scheduler_type="constant",
-        eval_strategy="no",
-        save_strategy="no",
-        load_best_model_at_end=False,
-        use_cpu=True,
-        report_to=[],
-        disable_tqdm=True,
         seed=seed,
     )
     args.update(training)
@@ -361,6 +356,7 @@ def test_resume_refuses_what_would_not_restore_everything(tiny_bert, tmp_path):
         make_trainer(tiny_bert, tmp_path / "run", **common).train(resume_from_checkpoint=checkpoint)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("zero_stage", [None, 2], ids=["ddp", "deepspeed_zero2"])
 def test_two_processes_equal_one_process_and_stay_identical(no_dropout_bert, tmp_path, zero_stage):
     """Two processes of 4 sentences (DDP, or DeepSpeed ZeRO-2 in fp32) and one of 8 see the same
@@ -428,6 +424,7 @@ def run_adcse(args):
     return proc
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "flags",
     [

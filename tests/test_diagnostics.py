@@ -187,6 +187,7 @@ def tiny_run_argv(model_dir, out):
     ]  # fmt: skip
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "script,family,flags,terms,method_setting",
     [

@@ -4,6 +4,7 @@ the concatenated batch."""
 import os
 import subprocess
 
+import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
@@ -14,6 +15,7 @@ from cse.modeling import CSEModel
 from .conftest import torchrun
 
 
+@pytest.mark.e2e
 def test_two_process_loss_and_gradients_equal_single_process(no_dropout_bert, tmp_path):
     tok = AutoTokenizer.from_pretrained(no_dropout_bert)
     sentences = [

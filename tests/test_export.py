@@ -27,6 +27,7 @@ def ours_and_theirs(model_dir, pooler=None):
     return ours, theirs
 
 
+@pytest.mark.e2e
 def test_a_model_saved_by_run_simcse_loads_in_sentence_transformers(tiny_bert, tmp_path):
     out = str(tmp_path / "run")
     run_simcse(["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_steps", "4", "--final_eval", "none"])

@@ -223,6 +223,7 @@ def test_stop_gradient_blocks_exactly_the_mixed_negatives_path(form):
 # --- two processes against one -------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_two_processes_equal_one_process_on_the_concatenated_batch(tmp_path):
     """Rank 0 holds rows 0-3, rank 1 rows 4-7; "next row" runs over the gathered global batch (row 3
     mixes with row 4, row 7 with row 0), so every process computes the single-process loss."""
@@ -321,6 +322,7 @@ def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pa
 # --- run_mixcse.py ----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "flags",
     [[], ["--variant", "paper", "--single"], ["--no_stop_gradient", "--mix_lambda", "0.3"]],

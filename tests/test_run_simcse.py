@@ -15,6 +15,9 @@ from transformers import AutoModel, AutoTokenizer
 from .conftest import REPO, SENTEVAL, SIMCSE_ENV, WIKI_HEAD, run_simcse
 from .senteval_reference import reference_scores
 
+pytestmark = pytest.mark.e2e  # each test runs run_simcse.py in processes of its own
+
+
 def log_history(out):
     with open(os.path.join(out, "trainer_state.json")) as f:
         return json.load(f)

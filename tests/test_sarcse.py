@@ -481,6 +481,7 @@ def test_shipped_configs_hold_the_papers_settings():
 # --- run_sarcse.py ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("flags", [[], ["--plain_mse"], ["--no_decoder"]], ids=["default", "plain_mse", "no_decoder"])
 def test_run_sarcse_with_each_ablation(tiny_roberta, tmp_path, flags):
     import run_sarcse

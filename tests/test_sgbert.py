@@ -32,7 +32,7 @@ from cse.modeling import CSEModel
 from cse.results import load_paper_results
 from cse.stsb_corpus import stsb_sentences
 
-from .conftest import DATA, REPO, SENTEVAL, launches, torchrun
+from .conftest import DATA, QUIET_CPU, REPO, SENTEVAL, launches, torchrun
 
 SENTENCES = [
     "a plane is taking off",
@@ -251,12 +251,6 @@ def test_sampler_draws_one_layer_per_sentence_or_per_batch(tiny_bert):
 
 
 # --- training ---------------------------------------------------------------------------------
-
-
-# A CPU run without evaluation, checkpoints or reporting, unless a test asks for them.
-QUIET_CPU = dict(
-    use_cpu=True, report_to=[], disable_tqdm=True, eval_strategy="no", save_strategy="no", load_best_model_at_end=False
-)
 
 
 def make_trainer(model_dir, out, *, variant="opt3", max_steps=3, batch=4, callbacks=None, seed=0, **training):
