@@ -290,6 +290,7 @@ def test_a_last_batch_of_one_sentence_is_refused_before_training(tiny_bert, tmp_
     make_trainer(tiny_bert, tmp_path, train_dataset=sentences[:8])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("selection_pooler", [None, "cls"])
 def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pass(
     tiny_bert, tmp_path, selection_pooler

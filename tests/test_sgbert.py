@@ -302,6 +302,7 @@ def test_a_batch_of_one_sentence_is_refused(tiny_bert, tmp_path):
         make_trainer(tiny_bert, tmp_path, batch=1)
 
 
+@pytest.mark.e2e
 def test_resume_equals_an_uninterrupted_run_bert_f_included(tiny_bert, tmp_path):
     k = 2
     # L_base draws each sentence's view: the sampler's random state must come back too
@@ -386,6 +387,7 @@ def test_table_8_is_the_default_without_a_config_and_the_shipped_config_repeats_
     assert rows["sgbert_table5_no_projection_head"]["scores"] == {"Avg.": 72.78}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "flags",
     [
@@ -431,6 +433,7 @@ def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, monkeypatch, fla
         assert json.load(f)["method"]["loss_variant"] == flags[1]
 
 
+@pytest.mark.e2e
 def test_two_processes_train_as_one_on_the_global_batch(no_dropout_bert, tmp_path, monkeypatch):
     """Under DDP c_i and the views are gathered (b is the global batch) and gradients are averaged: the
     command line in two processes of 4 sentences trains BERT_T as one process of 8 does (no dropout;

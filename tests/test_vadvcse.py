@@ -253,6 +253,7 @@ def test_shared_dropout_makes_the_divergence_measure_r_alone(tiny_bert):
 # --- two processes ---------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_two_processes_equal_one_process(no_dropout_bert, tmp_path):
     tok = AutoTokenizer.from_pretrained(no_dropout_bert)
     encoded = tok(SENTENCES[:8], padding="max_length", max_length=12, return_tensors="pt")
@@ -300,6 +301,7 @@ def test_mlp_head_needs_the_cls_pooler_in_training_only(tiny_bert):
     assert not any(p.requires_grad for p in encoder.backbone.pooler.parameters())
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "family,flags",
     [
@@ -432,6 +434,7 @@ def test_shipped_configs_hold_the_papers_settings(family):
     assert (vadv_args.norm, vadv_args.sigma, vadv_args.epsilon, vadv_args.step_size) == ("linf", 1e-5, 1e-5, 1e-3)
 
 
+@pytest.mark.e2e
 def test_resume_equals_an_uninterrupted_run(tiny_bert, tmp_path):
     """k steps, a checkpoint, k more from it: the model (BN statistics included) of 2k uninterrupted
     steps, so the checkpoint holds all of V-advCSE's state and r's draws resume where they stopped."""
