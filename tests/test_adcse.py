@@ -21,26 +21,8 @@ from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments, AdCSETrainer, MomentumDualEncoder
 from cse.modeling import CSEModel
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, torchrun
+from .conftest import DATA, QUIET_CPU, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, torchrun
 
-SENTENCES = [
-    "a cat sat on the mat",
-    "dogs bark loudly at night",
-    "the sun rises in the east",
-    "rain again today in the city",
-    "one more sentence for the batch",
-    "last of all comes the end",
-    "trees grow slowly in winter",
-    "rivers run to the sea",
-    "she plays the violin",
-    "the market opens at nine",
-    "birds sing in the morning",
-    "he wrote a long letter home",
-    "snow covered the mountain roads",
-    "the train was late again",
-    "children laughed in the park",
-    "an old man walked his dog",
-]
 
 
 # --- the loss ---------------------------------------------------------------------------------
@@ -153,11 +135,6 @@ def test_adversary_gradient_is_the_released_closed_form_at_the_adversary_tempera
 # --- the trainer ------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def no_dropout_bert(tmp_path_factory):
-    return tiny_model_dir(tmp_path_factory.mktemp("tiny_bert_nodrop"), "bert", dropout=0.0)
-
-
 def make_trainer(
     model_dir,
     out,
@@ -194,17 +171,12 @@ def make_trainer(
         else InfoNCELoss(temperature)
     )
     args = dict(
+        QUIET_CPU,
         output_dir=str(out),
         per_device_train_batch_size=batch,
         max_steps=max_steps,
         learning_rate=learning_rate,
         lr_scheduler_type="constant",
-        eval_strategy="no",
-        save_strategy="no",
-        load_best_model_at_end=False,
-        use_cpu=True,
-        report_to=[],
-        disable_tqdm=True,
         seed=seed,
     )
     args.update(training)
@@ -384,6 +356,7 @@ def test_resume_refuses_what_would_not_restore_everything(tiny_bert, tmp_path):
         make_trainer(tiny_bert, tmp_path / "run", **common).train(resume_from_checkpoint=checkpoint)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("zero_stage", [None, 2], ids=["ddp", "deepspeed_zero2"])
 def test_two_processes_equal_one_process_and_stay_identical(no_dropout_bert, tmp_path, zero_stage):
     """Two processes of 4 sentences (DDP, or DeepSpeed ZeRO-2 in fp32) and one of 8 see the same
@@ -451,6 +424,7 @@ def run_adcse(args):
     return proc
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "flags",
     [

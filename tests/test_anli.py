@@ -34,6 +34,7 @@ def nli_source(path, splits, class_label=True, labels=(0, 1, 2, -1)):
     return str(path)
 
 
+@pytest.mark.e2e
 def test_anli_eval_end_to_end(tiny_bert, tmp_path):
     anli_splits = [f"{part}_r{r}" for part in ("train", "dev", "test") for r in (1, 2, 3)]
     sources = {

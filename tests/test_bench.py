@@ -63,6 +63,7 @@ def test_step_timer_counts_a_linear_step_in_closed_form(tmp_path):
         assert percentile(values, q) == pytest.approx(np.percentile(np.array(values, dtype=np.float64), 100 * q))
 
 
+@pytest.mark.e2e
 def test_bench_runs_end_to_end_on_cpu_tiny(tmp_path, monkeypatch):
     monkeypatch.setenv("CSE_DATA_DIR", DATA)
     out = tmp_path / "bench.json"

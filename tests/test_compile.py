@@ -67,6 +67,7 @@ def run(method, backbones, out, *flags, max_steps=1):
     return importlib.import_module(script).main(argv)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("method", METHODS)
 def test_training_step_has_no_graph_break(method, backbones, tmp_path):
     trainer = run(method, backbones, tmp_path / "run", "--pad_to_max_length", "true")
@@ -80,6 +81,7 @@ def test_training_step_has_no_graph_break(method, backbones, tmp_path):
     assert all(any(cause in reason for cause in causes) for reason in reasons), reasons
 
 
+@pytest.mark.e2e
 def test_no_recompile_across_train_evaluate_train(backbones, tmp_path):
     """4 steps with an STS-B dev evaluation (and a best-checkpoint save) after step 2: with static
     shapes the step is compiled once and reused after the evaluation."""
@@ -98,6 +100,7 @@ def test_no_recompile_across_train_evaluate_train(backbones, tmp_path):
     assert not torch._dynamo.utils.counters["recompiles"]
 
 
+@pytest.mark.e2e
 def test_recompile_detector_sees_a_shape_change(backbones, tmp_path):
     """The control: without static shapes the second batch's length differs, which is a recompile."""
     torch._dynamo.reset()
@@ -119,6 +122,7 @@ CACHE_PROBE = textwrap.dedent(
 )
 
 
+@pytest.mark.e2e
 def test_second_process_loads_the_compiled_step_from_the_cache(backbones, tmp_path):
     cache = tmp_path / "compile-cache"
     argv = [

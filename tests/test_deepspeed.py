@@ -18,7 +18,7 @@ import run_simcse
 from cse.methods.sarcse import TOKEN_COUNTS_NAME
 from cse.trainer import CSETrainer
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, torchrun
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, torchrun
 
 ENV = {
     **os.environ,
@@ -51,12 +51,6 @@ def launch(command):
     return output
 
 
-@pytest.fixture(scope="module")
-def no_dropout_bert(tmp_path_factory):
-    # Without dropout, two processes and one see the same views, so their runs must agree.
-    return tiny_model_dir(tmp_path_factory.mktemp("no_dropout_bert"), "bert", dropout=0.0)
-
-
 def losses(run_dir):
     with open(os.path.join(run_dir, "trainer_state.json"), encoding="utf-8") as f:
         return [entry["loss"] for entry in json.load(f)["log_history"] if "loss" in entry]
@@ -77,6 +71,7 @@ def simcse_one_process(simcse_flags, tmp_path_factory):
     return out
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("stage", [2, 3])
 def test_simcse_under_zero_equals_one_process(simcse_flags, simcse_one_process, no_dropout_bert, tmp_path, stage):
     """ZeRO-2 through torchrun and the Trainer's --deepspeed, ZeRO-3 through accelerate launch and the
@@ -103,6 +98,7 @@ def test_simcse_under_zero_equals_one_process(simcse_flags, simcse_one_process, 
     assert (reference[moved] - initial[moved]).abs().max() > 1e-3
 
 
+@pytest.mark.e2e
 def test_adcse_bf16_momentum_master_follows_eq4_and_resumes(no_dropout_bert, tmp_path):
     """ZeRO-2 in bf16: p's fp32 master must follow Eq. 4 from q's fp32 master weights (read back
     from DeepSpeed's checkpoints), p must be its rounding, and a run resumed at step 2 must end with
@@ -160,6 +156,7 @@ def test_zero3_is_refused_with_the_reason(main, extra, tiny_bert, tmp_path, monk
         main(args)
 
 
+@pytest.mark.e2e
 def test_every_other_method_trains_under_zero2(tiny_bert, tmp_path):
     """MixCSE, SARCSE, SG-OPT and V-advCSE: two bf16 steps each under two-process ZeRO-2, with a
     checkpoint and the export (one launch for all four: DeepSpeed's start-up is most of the time)."""

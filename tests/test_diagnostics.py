@@ -23,10 +23,9 @@ from cse.modeling import CSEModel
 from cse.resume import find_checkpoint
 from cse.trainer import term_gradients
 
-from .conftest import DATA, WIKI_HEAD, fake_checkpoint
-from .test_sarcse import make_trainer as make_sarcse_trainer
-from .test_sarcse import small_args
-from .test_vadvcse import RecordingSearch, batch_of, hand_objective, no_dropout_bert  # noqa: F401
+from .conftest import DATA, WIKI_HEAD, fake_checkpoint, make_sarcse_trainer
+from .conftest import small_sarcse_args as small_args
+from .vadvcse_reference import RecordingSearch, batch_of, hand_objective
 
 
 def hand_norms_and_shares(terms: dict, parameters) -> tuple[list[float], list[float]]:
@@ -188,6 +187,7 @@ def tiny_run_argv(model_dir, out):
     ]  # fmt: skip
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "script,family,flags,terms,method_setting",
     [

@@ -4,6 +4,7 @@ the concatenated batch."""
 import os
 import subprocess
 
+import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
@@ -11,12 +12,12 @@ from transformers import AutoTokenizer
 from cse.losses import InfoNCELoss
 from cse.modeling import CSEModel
 
-from .conftest import tiny_model_dir, torchrun
+from .conftest import torchrun
 
 
-def test_two_process_loss_and_gradients_equal_single_process(tmp_path):
-    model_dir = tiny_model_dir(tmp_path / "model", "bert", dropout=0.0)  # no dropout: deterministic views
-    tok = AutoTokenizer.from_pretrained(model_dir)
+@pytest.mark.e2e
+def test_two_process_loss_and_gradients_equal_single_process(no_dropout_bert, tmp_path):
+    tok = AutoTokenizer.from_pretrained(no_dropout_bert)
     sentences = [
         "a cat sat",
         "dogs bark loudly at night",
@@ -36,10 +37,10 @@ def test_two_process_loss_and_gradients_equal_single_process(tmp_path):
     save_file(batch, str(tmp_path / "batch.safetensors"))
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = torchrun("ddp_worker.py", 29531, model_dir, str(tmp_path / "batch.safetensors"), str(tmp_path))
+    cmd = torchrun("ddp_worker.py", 29531, no_dropout_bert, str(tmp_path / "batch.safetensors"), str(tmp_path))
     subprocess.run(cmd, check=True, env=env, timeout=300)
 
-    model = CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True)
+    model = CSEModel.from_pretrained(no_dropout_bert, pooler_type="cls", mlp_only_train=True)
     views = model(**batch)
     loss = InfoNCELoss(0.05)(views[:, 0], views[:, 1])
     loss.backward()

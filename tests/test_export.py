@@ -11,7 +11,7 @@ from transformers import AutoModel, AutoTokenizer
 from cse.export import EXPORTABLE_POOLERS
 from cse.modeling import CSEModel
 
-from .test_run_simcse import run
+from .conftest import run_simcse
 
 SENTENCES = [
     "A man is playing a guitar.",
@@ -27,9 +27,10 @@ def ours_and_theirs(model_dir, pooler=None):
     return ours, theirs
 
 
+@pytest.mark.e2e
 def test_a_model_saved_by_run_simcse_loads_in_sentence_transformers(tiny_bert, tmp_path):
     out = str(tmp_path / "run")
-    run(["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_steps", "4", "--final_eval", "none"])
+    run_simcse(["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_steps", "4", "--final_eval", "none"])
     with open(os.path.join(out, "modules.json")) as f:
         assert [m["type"].rsplit(".", 1)[1] for m in json.load(f)] == ["Transformer", "Pooling"]
     ours, theirs = ours_and_theirs(out)  # the recorded pooler: cls_before_pooler (mlp_only_train)

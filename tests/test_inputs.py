@@ -85,6 +85,7 @@ def test_run_cli_prints_user_errors_as_one_line_and_keeps_tracebacks_of_bugs(cap
     assert run_cli(lambda argv: 0, []) == 0
 
 
+@pytest.mark.e2e
 def test_abbreviated_flag_is_refused_by_a_real_process(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(

@@ -23,9 +23,8 @@ from cse.methods.mixcse import MixCSEArguments, MixCSETrainer
 from cse.modeling import CSEModel
 from cse.results import load_paper_results
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, torchrun
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, fake_tools, torchrun
 from .mixcse_ddp_worker import CONFIGS
-from .test_scripts import fake_tools
 
 ABLATIONS = {"default": {}, "single": {"single": True}, "no_sg": {"stop_gradient": False}}
 
@@ -224,6 +223,7 @@ def test_stop_gradient_blocks_exactly_the_mixed_negatives_path(form):
 # --- two processes against one -------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_two_processes_equal_one_process_on_the_concatenated_batch(tmp_path):
     """Rank 0 holds rows 0-3, rank 1 rows 4-7; "next row" runs over the gathered global batch (row 3
     mixes with row 4, row 7 with row 0), so every process computes the single-process loss."""
@@ -290,6 +290,7 @@ def test_a_last_batch_of_one_sentence_is_refused_before_training(tiny_bert, tmp_
     make_trainer(tiny_bert, tmp_path, train_dataset=sentences[:8])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("selection_pooler", [None, "cls"])
 def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pass(
     tiny_bert, tmp_path, selection_pooler
@@ -322,6 +323,7 @@ def test_largest_angle_comes_from_the_stsb_dev_embeddings_of_the_one_encoding_pa
 # --- run_mixcse.py ----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "flags",
     [[], ["--variant", "paper", "--single"], ["--no_stop_gradient", "--mix_lambda", "0.3"]],

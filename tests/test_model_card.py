@@ -63,6 +63,7 @@ def pushed_run(tiny_bert, tmp_path_factory):
     return out, uploads
 
 
+@pytest.mark.e2e
 def test_run_simcse_writes_a_card_with_metadata_scores_settings_and_environment(pushed_run, tiny_bert):
     out, _ = pushed_run
     path = os.path.join(out, "README.md")
@@ -100,6 +101,7 @@ def test_run_simcse_writes_a_card_with_metadata_scores_settings_and_environment(
     assert 'SentenceTransformer("me/tiny")' in text and 'AutoModel.from_pretrained("me/tiny")' in text
 
 
+@pytest.mark.e2e
 def test_push_to_hub_uploads_the_exported_encoder_with_its_card(pushed_run):
     out, uploads = pushed_run
     (upload,) = uploads  # once, after the final evaluation: no checkpoint pushes on the way

@@ -140,6 +140,7 @@ with output_dir_lock(TrainingArguments(output_dir={out!r}, use_cpu=True)):
 """
 
 
+@pytest.mark.e2e
 def test_second_run_is_refused_naming_the_holder_and_a_killed_holders_lock_is_taken_over(tiny_bert, tmp_path, caplog):
     out = tmp_path / "run"
     holder = subprocess.Popen(
@@ -232,6 +233,7 @@ FAST_KILLS = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("method", list(FAST_KILLS))
 def test_killed_inside_a_checkpoint_write_resumes_bit_identical(
     method, tiny_bert, tiny_roberta, tmp_path, monkeypatch, caplog
@@ -268,6 +270,7 @@ def kill_points(method, steps=12, save_steps=3):
     return points
 
 
+@pytest.mark.e2e
 @LONG
 @pytest.mark.slow
 @pytest.mark.parametrize("method", list(METHODS))
@@ -322,6 +325,7 @@ def test_non_finite_value_in_a_config_file_is_refused(tmp_path):
         parse_args((ModelArguments, DataArguments, CSETrainingArguments), [str(config)])
 
 
+@pytest.mark.e2e
 def test_a_diverging_run_stops_at_the_step_and_exports_nothing(tiny_bert, tmp_path):
     # lr 1e30: Adam's first step moves every weight by ~1e30, so step 2's forward overflows float32
     out = tmp_path / "run"

@@ -12,41 +12,10 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD
+from .conftest import REPO, SENTEVAL, SIMCSE_ENV, WIKI_HEAD, run_simcse
 from .senteval_reference import reference_scores
 
-ENV = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2", "TOKENIZERS_PARALLELISM": "false"}
-COMMON = [
-    "--train_file",
-    WIKI_HEAD,
-    "--per_device_train_batch_size",
-    "16",
-    "--logging_steps",
-    "5",
-    "--learning_rate",
-    "1e-3",
-    "--disable_tqdm",
-    "true",
-    "--use_cpu",
-    "true",
-    "--final_eval",
-    "dev",
-]
-
-
-def run(args, launcher=(sys.executable,), check=True, env=ENV):
-    """run_simcse.py with COMMON flags first, so that ``args`` override them."""
-    proc = subprocess.run(
-        [*launcher, os.path.join(REPO, "run_simcse.py"), *COMMON, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-        cwd=REPO,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(proc.stdout[-3000:] + proc.stderr[-5000:])
-    return proc
+pytestmark = pytest.mark.e2e  # each test runs run_simcse.py in processes of its own
 
 
 def log_history(out):
@@ -56,7 +25,9 @@ def log_history(out):
 
 def test_end_to_end_bert_best_checkpoint_and_reload(tiny_bert, tmp_path):
     out = str(tmp_path / "run")
-    proc = run(["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_steps", "40", "--eval_steps", "10"])
+    proc = run_simcse(
+        ["--model_name_or_path", tiny_bert, "--output_dir", out, "--max_steps", "40", "--eval_steps", "10"]
+    )
     assert "16 sentences per step across 1 process(es), 15 in-batch negatives" in proc.stdout + proc.stderr
     state = log_history(out)
     evals = [h for h in state["log_history"] if "eval_stsb_spearman" in h]
@@ -107,7 +78,7 @@ def test_end_to_end_bert_best_checkpoint_and_reload(tiny_bert, tmp_path):
         ],
         capture_output=True,
         text=True,
-        env=ENV,
+        env=SIMCSE_ENV,
         check=True,
         cwd=REPO,
     )
@@ -123,7 +94,7 @@ def test_end_to_end_bert_best_checkpoint_and_reload(tiny_bert, tmp_path):
 
 def test_end_to_end_roberta_avg_pooler(tiny_roberta, tmp_path):
     out = str(tmp_path / "run")
-    run(
+    run_simcse(
         [
             "--model_name_or_path",
             tiny_roberta,
@@ -176,16 +147,16 @@ def test_seeds_reproduce_and_resume_after_interruption_equals_uninterrupted_run(
         ]
 
     out = tmp_path / "run"
-    run(args(out))
+    run_simcse(args(out))
     uninterrupted = load_file(str(out / "checkpoint-20" / "model.safetensors"))
     state = log_history(str(out))
     losses = [h["loss"] for h in state["log_history"] if "loss" in h]
 
     # The same seed in a fresh directory: the same weights, bit for bit; another seed: other weights.
-    run(args(tmp_path / "again"))
+    run_simcse(args(tmp_path / "again"))
     again = load_file(str(tmp_path / "again" / "checkpoint-20" / "model.safetensors"))
     assert all(torch.equal(again[k], uninterrupted[k]) for k in uninterrupted)
-    run(args(tmp_path / "other", seed="43"))
+    run_simcse(args(tmp_path / "other", seed="43"))
     other = load_file(str(tmp_path / "other" / "checkpoint-20" / "model.safetensors"))
     assert not torch.equal(other["backbone.pooler.dense.weight"], uninterrupted["backbone.pooler.dense.weight"])
 
@@ -198,7 +169,7 @@ def test_seeds_reproduce_and_resume_after_interruption_equals_uninterrupted_run(
     assert saved["environment"]["versions"]["torch"] == torch.__version__
     saved["environment"].update(versions={"torch": "0.0"}, git={"commit": "0" * 40, "dirty": True})
     (out / "run_args.json").write_text(json.dumps(saved))
-    proc = run(args(out))
+    proc = run_simcse(args(out))
     assert "resuming from" in proc.stdout + proc.stderr
     resumed = load_file(str(out / "checkpoint-20" / "model.safetensors"))
     for name in uninterrupted:
@@ -210,12 +181,12 @@ def test_seeds_reproduce_and_resume_after_interruption_equals_uninterrupted_run(
     assert state_resumed["best_model_checkpoint"] == state["best_model_checkpoint"]
 
     # A finished run is not silently resumed or overwritten.
-    proc = run(args(out), check=False)
+    proc = run_simcse(args(out), check=False)
     assert proc.returncode == 2 and "holds a finished run" in proc.stderr and "Traceback" not in proc.stderr
     # An interrupted run is not continued with other settings.
     shutil.rmtree(out / "checkpoint-20")
     os.remove(out / "cse_config.json")
-    proc = run([*args(out), "--learning_rate", "5e-4"], check=False)
+    proc = run_simcse([*args(out), "--learning_rate", "5e-4"], check=False)
     assert proc.returncode == 2 and "training.learning_rate: 0.001 -> 0.0005" in proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -223,7 +194,7 @@ def test_seeds_reproduce_and_resume_after_interruption_equals_uninterrupted_run(
 def test_standard_trainer_flags(tiny_bert, tmp_path):
     def first_losses(name, *flags):
         out = tmp_path / name
-        run(
+        run_simcse(
             [
                 "--model_name_or_path",
                 tiny_bert,
@@ -254,15 +225,15 @@ def test_standard_trainer_flags(tiny_bert, tmp_path):
 
 def test_bad_input_gives_clear_errors(tiny_bert, tmp_path):
     base = ["--model_name_or_path", tiny_bert, "--output_dir", str(tmp_path / "o"), "--max_steps", "2"]
-    proc = run([*base, "--per_device_train_batch_size", "1"], check=False)
+    proc = run_simcse([*base, "--per_device_train_batch_size", "1"], check=False)
     assert proc.returncode != 0 and "needs at least 2" in proc.stderr
-    env = {k: v for k, v in ENV.items() if k != "CSE_DATA_DIR"}
-    proc = run(base, check=False, env=env)
+    env = {k: v for k, v in SIMCSE_ENV.items() if k != "CSE_DATA_DIR"}
+    proc = run_simcse(base, check=False, env=env)
     assert proc.returncode != 0 and "CSE_DATA_DIR is not set" in proc.stderr
-    proc = run([*base, "--senteval_data_dir", str(tmp_path / "absent")], check=False)
+    proc = run_simcse([*base, "--senteval_data_dir", str(tmp_path / "absent")], check=False)
     assert proc.returncode != 0 and "SentEval data directory not found" in proc.stderr
     (tmp_path / "blank.txt").write_text("\n \n")
-    proc = run([*base, "--train_file", str(tmp_path / "blank.txt")], check=False)
+    proc = run_simcse([*base, "--train_file", str(tmp_path / "blank.txt")], check=False)
     assert proc.returncode != 0 and "no non-blank line" in proc.stderr
 
 
@@ -279,9 +250,11 @@ def test_accelerate_launch_one_and_two_processes(tiny_bert, tmp_path):
         "--per_device_train_batch_size",
         "8",
     ]
-    one = run([*args, "--output_dir", str(tmp_path / "one")], launcher=(*accelerate, "--num_processes", "1", *flags))
+    one = run_simcse(
+        [*args, "--output_dir", str(tmp_path / "one")], launcher=(*accelerate, "--num_processes", "1", *flags)
+    )
     assert "8 sentences per step across 1 process(es)" in one.stdout + one.stderr
-    two = run(
+    two = run_simcse(
         [*args, "--output_dir", str(tmp_path / "two")],
         launcher=(*accelerate, "--multi_gpu", "--num_processes", "2", "--main_process_port", "29533", *flags),
     )

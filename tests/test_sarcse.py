@@ -7,33 +7,26 @@ import json
 import os
 from collections import Counter
 
-import datasets
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModel, AutoTokenizer, TrainerCallback, set_seed
+from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 import senteval_eval
-from cse.arguments import CSETrainingArguments, ModelArguments
-from cse.data import TwoViewCollator
-from cse.losses import InfoNCELoss
+from cse.arguments import ModelArguments
 from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss, count_tokens
 from cse.methods import sarcse
 from cse.methods.sarcse import (
     TOKEN_COUNTS_NAME,
     SARCSEArguments,
     SARCSEModel,
-    SARCSETrainer,
     build_model,
-    reconstruction_loss,
 )
 from cse.modeling import load_model
 from cse.textcnn import TextCNNAutoEncoder
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD
-from .test_adcse import SENTENCES
-from .test_scripts import launches
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, launches, make_sarcse_trainer, small_sarcse_args
 
 
 @pytest.fixture(autouse=True)
@@ -256,12 +249,8 @@ def test_arguments_refuse_contradictions():
 # --- the model: real tokens, export, loading ----------------------------------------------------
 
 
-def small_args(**kwargs):
-    return SARCSEArguments(textcnn_channels=kwargs.pop("textcnn_channels", 8), **kwargs)
-
-
 def test_real_tokens_exclude_special_tokens_and_padding(tiny_roberta):
-    model = build_model(ModelArguments(model_name_or_path=tiny_roberta), small_args())
+    model = build_model(ModelArguments(model_name_or_path=tiny_roberta), small_sarcse_args())
     tok = model.tokenizer
     sentences = ["a cat sat on the mat", "hi", ""]
     for side in ("right", "left"):
@@ -279,7 +268,7 @@ def test_real_tokens_exclude_special_tokens_and_padding(tiny_roberta):
 
 def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta, tmp_path, monkeypatch):
     torch.manual_seed(0)
-    model = build_model(ModelArguments(model_name_or_path=tiny_roberta), small_args())
+    model = build_model(ModelArguments(model_name_or_path=tiny_roberta), small_sarcse_args())
     model.save_pretrained(str(tmp_path))
     sentences = ["a man plays a guitar", "the weather is cold today", "ok"]
     reference = model.encode(sentences)
@@ -320,46 +309,8 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
 # --- the trainer: the token-count table, resume --------------------------------------------------
 
 
-def make_trainer(model_dir, out, sarcse_args=None, *, max_steps=4, callbacks=None, **training):
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    dataset = datasets.Dataset.from_dict(dict(tok(SENTENCES, truncation=True, max_length=32)))
-    set_seed(0)
-    sarcse_args = sarcse_args or small_args()
-    model = build_model(ModelArguments(model_name_or_path=model_dir), sarcse_args)
-    args = dict(
-        output_dir=str(out),
-        per_device_train_batch_size=4,
-        max_steps=max_steps,
-        learning_rate=1e-3,
-        lr_scheduler_type="constant",
-        eval_strategy="no",
-        save_strategy="steps",
-        save_steps=2,
-        load_best_model_at_end=False,
-        use_cpu=True,
-        report_to=[],
-        disable_tqdm=True,
-        seed=0,
-    )
-    args.update(training)
-    return SARCSETrainer(
-        model=model,
-        args=CSETrainingArguments(**args),
-        train_dataset=dataset,
-        data_collator=TwoViewCollator(tok),
-        processing_class=tok,
-        loss=InfoNCELoss(0.05),
-        senteval_data_dir=SENTEVAL,
-        callbacks=callbacks,
-        reconstruction_loss=reconstruction_loss(model, sarcse_args),
-        alpha=sarcse_args.alpha,
-        beta=sarcse_args.beta,
-        gamma=sarcse_args.gamma,
-    )
-
-
 def test_loss_is_eq12_of_both_views(tiny_roberta, tmp_path):
-    trainer = make_trainer(tiny_roberta, tmp_path, small_args(alpha=0.5, beta=0.3, gamma=0.7))
+    trainer = make_sarcse_trainer(tiny_roberta, tmp_path, small_sarcse_args(alpha=0.5, beta=0.3, gamma=0.7))
     trainer.count_token_frequencies()
     trainer.model.train()
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(4)])
@@ -375,7 +326,7 @@ def test_loss_is_eq12_of_both_views(tiny_roberta, tmp_path):
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert per_row[0::2].mean() != per_row[1::2].mean()  # dropout: the two views differ
     with pytest.raises(TypeError, match="needs a SARCSEModel with a decoder.*--no_decoder"):
-        make_trainer(tiny_roberta, tmp_path / "no_decoder", small_args(decoder=False))
+        make_sarcse_trainer(tiny_roberta, tmp_path / "no_decoder", small_sarcse_args(decoder=False))
 
 
 def test_reconstruction_is_an_add_on_to_another_methods_trainer(tiny_roberta, tmp_path):
@@ -387,7 +338,7 @@ def test_reconstruction_is_an_add_on_to_another_methods_trainer(tiny_roberta, tm
     class ReconstructingAdCSETrainer(sarcse.ReconstructionMixin, AdCSETrainer):
         pass
 
-    base = make_trainer(tiny_roberta, tmp_path / "base", small_args(beta=0.3, gamma=0.7), max_steps=1)
+    base = make_sarcse_trainer(tiny_roberta, tmp_path / "base", small_sarcse_args(beta=0.3, gamma=0.7), max_steps=1)
     model = base.model
     adcse_loss = AdversarialInfoNCELoss(model.embedding_size, num_adversaries=4, temperature=1.0)
     trainer = ReconstructingAdCSETrainer(
@@ -426,7 +377,7 @@ def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, mon
         def on_step_end(self, args, state, control, **kwargs):
             control.should_training_stop = state.global_step == 2
 
-    straight = make_trainer(tiny_roberta, tmp_path / "straight")
+    straight = make_sarcse_trainer(tiny_roberta, tmp_path / "straight")
     straight.train()
     expected = count_tokens(
         [t["input_ids"] for t in straight.train_dataset],
@@ -434,7 +385,7 @@ def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, mon
         straight.reconstruction_loss.special_ids,
     )
     torch.testing.assert_close(straight.reconstruction_loss.token_counts, expected)
-    make_trainer(tiny_roberta, tmp_path / "cut", callbacks=[StopAt()]).train()
+    make_sarcse_trainer(tiny_roberta, tmp_path / "cut", callbacks=[StopAt()]).train()
     checkpoint = tmp_path / "cut" / "checkpoint-2"
     assert torch.equal(load_file(str(checkpoint / TOKEN_COUNTS_NAME))["token_counts"], expected)
 
@@ -442,7 +393,7 @@ def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, mon
         raise AssertionError("the token counts were recounted on resume")
 
     monkeypatch.setattr(sarcse, "count_tokens", no_recount)
-    resumed = make_trainer(tiny_roberta, tmp_path / "cut")
+    resumed = make_sarcse_trainer(tiny_roberta, tmp_path / "cut")
     resumed.train(resume_from_checkpoint=str(checkpoint))
     torch.testing.assert_close(resumed.reconstruction_loss.token_counts, expected)
     for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
@@ -454,7 +405,7 @@ def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, mon
     # a checkpoint of another model layout is refused, by the trainer and by run_sarcse.py (whose
     # --no_decoder runs on the plain CSETrainer), before anything is loaded or counted
     with pytest.raises(ValueError, match="saved by a different model.*autoencoder.textcnn"):
-        make_trainer(tiny_roberta, tmp_path / "other", small_args(textcnn_channels=6)).train(
+        make_sarcse_trainer(tiny_roberta, tmp_path / "other", small_sarcse_args(textcnn_channels=6)).train(
             resume_from_checkpoint=str(last)
         )
     import run_sarcse
@@ -466,7 +417,7 @@ def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, mon
         run_sarcse.main(argv)
     os.remove(last / TOKEN_COUNTS_NAME)
     with pytest.raises(FileNotFoundError, match=TOKEN_COUNTS_NAME):
-        make_trainer(tiny_roberta, tmp_path / "straight").train(resume_from_checkpoint=str(last))
+        make_sarcse_trainer(tiny_roberta, tmp_path / "straight").train(resume_from_checkpoint=str(last))
 
 
 # --- the scripts, the config -----------------------------------------------------------
@@ -530,6 +481,7 @@ def test_shipped_configs_hold_the_papers_settings():
 # --- run_sarcse.py ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("flags", [[], ["--plain_mse"], ["--no_decoder"]], ids=["default", "plain_mse", "no_decoder"])
 def test_run_sarcse_with_each_ablation(tiny_roberta, tmp_path, flags):
     import run_sarcse

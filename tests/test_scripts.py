@@ -10,35 +10,9 @@ import pytest
 
 from cse.results import load_paper_results
 
-from .conftest import REPO
+from .conftest import REPO, fake_tools, launches
 
 SCRIPTS = sorted(glob.glob(os.path.join(REPO, "scripts", "*", "*.sh")))
-
-
-def fake_tools(tmp_path):
-    """``accelerate`` that logs its arguments and leaves a finished run in --output_dir, and ``python``
-    that writes a result JSON for senteval_eval.py and echoes the rest."""
-    fake = tmp_path / "bin"
-    fake.mkdir(parents=True, exist_ok=True)
-    (fake / "accelerate").write_text(
-        "#!/usr/bin/env bash\n"
-        'echo "accelerate $*" | tee -a "$LAUNCH_LOG"\n'
-        'out=$(echo "$*" | sed -E "s/.*--output_dir ([^ ]+).*/\\1/")\n'
-        'mkdir -p "$out" && echo "{}" > "$out/cse_config.json"\n'
-    )
-    (fake / "python").write_text(
-        "#!/usr/bin/env bash\n"
-        'if [ "$1" == senteval_eval.py ]; then\n'
-        '  out=$(echo "$*" | sed -E "s/.*--output_json ([^ ]+).*/\\1/")\n'
-        '  echo \'{"scores": {"STS12": 1.0, "Avg.": 1.0}}\' > "$out"\n'
-        "else\n"
-        '  echo "python $*"\n'
-        "fi\n"
-    )
-    for tool in ("accelerate", "python"):
-        (fake / tool).chmod(0o755)
-    log = tmp_path / "launch.log"
-    return {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LAUNCH_LOG": str(log)}, log
 
 
 def train(tmp_path, gpus, *args):
@@ -74,14 +48,6 @@ def test_train_refuses_a_batch_the_processes_do_not_divide_and_keeps_finished_ru
     assert again.returncode == 0 and again.stdout == "" and "already trained" in again.stderr
     other = train(tmp_path, 1, "run_adcse.py", out, "64", "--seed", "2")
     assert other.returncode == 2 and "trained with other arguments" in other.stderr
-
-
-def launches(tmp_path, script, *args):
-    env, log = fake_tools(tmp_path)
-    env = {**env, "OUTPUT_DIR": str(tmp_path / "out"), "NUM_GPUS": "1"}
-    proc = subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return [line.split() for line in log.read_text().splitlines()], proc.stdout
 
 
 def test_adcse_scripts_pass_each_runs_settings(tmp_path):

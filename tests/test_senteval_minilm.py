@@ -18,6 +18,9 @@ from cse.pooling import POOLERS
 from .conftest import SENTEVAL
 from .senteval_reference import reference_scores
 
+# Whole evaluations: the seven STS test sets (26,289 sentences) in several passes of a real encoder.
+pytestmark = pytest.mark.e2e
+
 # sentence-transformers/all-MiniLM-L6-v2 on the MTEB leaderboard (cosine Spearman x 100).
 MTEB = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99, "STS-B": 82.03}
 COLUMN = {

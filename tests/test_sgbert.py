@@ -32,7 +32,7 @@ from cse.modeling import CSEModel
 from cse.results import load_paper_results
 from cse.stsb_corpus import stsb_sentences
 
-from .conftest import DATA, REPO, SENTEVAL, tiny_model_dir, torchrun
+from .conftest import DATA, QUIET_CPU, REPO, SENTEVAL, launches, torchrun
 
 SENTENCES = [
     "a plane is taking off",
@@ -253,12 +253,6 @@ def test_sampler_draws_one_layer_per_sentence_or_per_batch(tiny_bert):
 # --- training ---------------------------------------------------------------------------------
 
 
-# A CPU run without evaluation, checkpoints or reporting, unless a test asks for them.
-QUIET_CPU = dict(
-    use_cpu=True, report_to=[], disable_tqdm=True, eval_strategy="no", save_strategy="no", load_best_model_at_end=False
-)
-
-
 def make_trainer(model_dir, out, *, variant="opt3", max_steps=3, batch=4, callbacks=None, seed=0, **training):
     tok = AutoTokenizer.from_pretrained(model_dir)
     dataset = datasets.Dataset.from_dict(dict(tok(SENTENCES, truncation=True, max_length=32)))
@@ -308,6 +302,7 @@ def test_a_batch_of_one_sentence_is_refused(tiny_bert, tmp_path):
         make_trainer(tiny_bert, tmp_path, batch=1)
 
 
+@pytest.mark.e2e
 def test_resume_equals_an_uninterrupted_run_bert_f_included(tiny_bert, tmp_path):
     k = 2
     # L_base draws each sentence's view: the sampler's random state must come back too
@@ -392,6 +387,7 @@ def test_table_8_is_the_default_without_a_config_and_the_shipped_config_repeats_
     assert rows["sgbert_table5_no_projection_head"]["scores"] == {"Avg.": 72.78}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "flags",
     [
@@ -437,14 +433,14 @@ def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, monkeypatch, fla
         assert json.load(f)["method"]["loss_variant"] == flags[1]
 
 
-def test_two_processes_train_as_one_on_the_global_batch(tmp_path, monkeypatch):
+@pytest.mark.e2e
+def test_two_processes_train_as_one_on_the_global_batch(no_dropout_bert, tmp_path, monkeypatch):
     """Under DDP c_i and the views are gathered (b is the global batch) and gradients are averaged: the
     command line in two processes of 4 sentences trains BERT_T as one process of 8 does (no dropout;
     opt3, which draws no view)."""
-    model_dir = tiny_model_dir(tmp_path / "no_dropout_bert", "bert", dropout=0.0)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES * 4) + "\n")
-    args = ["--model_name_or_path", model_dir, "--train_file", str(corpus), "--max_steps", "3", "--temp", "0.05"]
+    args = ["--model_name_or_path", no_dropout_bert, "--train_file", str(corpus), "--max_steps", "3", "--temp", "0.05"]
     args += ["--learning_rate", "1e-3", "--projection_size", "16", "--max_seq_length", "32", "--use_cpu", "true"]
     args += ["--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false"]
     args += ["--early_stopping_patience", "0", "--final_eval", "none", "--disable_tqdm", "true", "--report_to", "none"]
@@ -459,7 +455,7 @@ def test_two_processes_train_as_one_on_the_global_batch(tmp_path, monkeypatch):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "8 sentences per step across 2 process(es)" in proc.stdout + proc.stderr
     run_sgbert.main([*args, "--per_device_train_batch_size", "8", "--output_dir", one])
-    start = AutoModel.from_pretrained(model_dir).state_dict()
+    start = AutoModel.from_pretrained(no_dropout_bert).state_dict()
     single, ddp = AutoModel.from_pretrained(one).state_dict(), AutoModel.from_pretrained(two).state_dict()
     moved = "encoder.layer.1.output.dense.weight"
     assert not torch.allclose(single[moved], start[moved])
@@ -468,8 +464,6 @@ def test_two_processes_train_as_one_on_the_global_batch(tmp_path, monkeypatch):
 
 
 def test_scripts_train_eight_seeds_per_row_and_print_each_beside_its_paper_row(tmp_path):
-    from .test_scripts import launches
-
     rows = load_paper_results()
     runs, printed = launches(tmp_path / "t5", "scripts/sgbert/table5_ablations.sh")
     assert len(runs) == 9 * 8

@@ -173,6 +173,7 @@ def train(method, backbones, out, monkeypatch, *flags, callbacks=(), max_steps=3
     return str(out)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("method", METHODS)
 def test_no_host_sync_in_the_training_step(method, backbones, tmp_path, monkeypatch):
     check = CheckEveryStep()
@@ -203,6 +204,7 @@ class CudaSyncErrors(TrainerCallback):
         self.fused = getattr(optimizer, "optimizer", optimizer).defaults.get("fused")
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("method", METHODS)
 def test_no_host_sync_on_cuda_under_bf16_with_fused_adamw(method, backbones, tmp_path, monkeypatch):
@@ -252,6 +254,7 @@ def reference_implementations(monkeypatch):
 BF16_RELATIVE, BF16_BIAS = 0.02, 0.002
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("method", METHODS)
 def test_loss_curves_are_unchanged_by_the_speed_options(method, backbones, tmp_path, monkeypatch):
     steps = METHODS[method][3]

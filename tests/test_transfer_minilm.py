@@ -59,6 +59,7 @@ def run_cli(minilm, out, tasks):
     )
 
 
+@pytest.mark.e2e
 def test_trec_matches_senteval_and_is_deterministic(minilm):
     suite = SentEvalSuite("transfer", "test", SENTEVAL, tasks=["TREC"])
     vectors = CSEModel.from_pretrained(minilm, pooler_type="avg").encode(suite.sentences).numpy()
@@ -81,6 +82,7 @@ def test_all_seven_tasks(minilm, tmp_path):
     assert 0 < analysis["alignment"] < 2 and analysis["uniformity"] < 0 and 0 < analysis["largest_angle"] <= 180
 
 
+@pytest.mark.e2e
 def test_cli_full_set_prints_both_tables_and_the_analysis(tiny_bert, tmp_path, capsys):
     out = tmp_path / "r.json"
     args = ["--model_name_or_path", tiny_bert, "--pooler", "avg", "--mode", "dev", "--task_set", "full"]

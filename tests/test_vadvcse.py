@@ -39,8 +39,8 @@ from cse.methods.vadvcse import (
 from cse.modeling import CSEModel
 from cse.results import load_paper_results
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, torchrun
-from .test_adcse import SENTENCES
+from .conftest import DATA, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, launches, torchrun
+from .vadvcse_reference import DDP_STEP_SIZES, RecordingSearch, batch_of, grads, hand_objective, objective_and_gradients
 
 # --- the divergences (Eqs. 11-14) ---------------------------------------------------------------
 
@@ -123,16 +123,6 @@ def test_projection_keeps_r_in_the_ball_and_leaves_points_inside_alone(norm):
 # --- the search on a model ---------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def no_dropout_bert(tmp_path_factory):
-    return tiny_model_dir(tmp_path_factory.mktemp("tiny_bert_nodrop"), "bert", dropout=0.0)
-
-
-def batch_of(model_dir, sentences=SENTENCES[:6]):
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    return TwoViewCollator(tok)([dict(tok(s)) for s in sentences])
-
-
 def anchor_closure(encoder, inputs, candidates, tau=0.05):
     anchors = {k: v[:, :1] for k, v in inputs.items()}
 
@@ -171,41 +161,6 @@ def test_ascent_raises_the_divergence_within_the_ball_and_leaves_no_parameter_gr
 
 
 # --- L = L_cont + lambda * L_vadv, by hand ----------------------------------------------------------
-
-
-class RecordingSearch(VirtualAdversarialLoss):
-    """Keeps the clean logits it was given and the r it found."""
-
-    def forward(self, clean_logits, perturbed_logits, noise, mask=None):
-        self.clean_logits = clean_logits
-        self.r, loss = super().forward(clean_logits, perturbed_logits, noise, mask)
-        return self.r, loss
-
-
-def hand_objective(encoder, inputs, r, tau, lam, detach_clean=True):
-    """Eq. 10 in float64 with r fixed: L_cont (Eq. 7) + lambda * mean_i JS(p_i, q_i) (Eqs. 13-14), p_i
-    the clean softmax over the candidates h_j+, q_i the softmax of x_i + r_i. The perturbed anchors
-    go through ``inputs_embeds`` (word embeddings + r), not through the hook."""
-    backbone, ids, mask = encoder.backbone, inputs["input_ids"][:, 0], inputs["attention_mask"][:, 0]
-    words = backbone.get_input_embeddings()(ids)
-    cls = lambda embeds: backbone(inputs_embeds=embeds, attention_mask=mask).last_hidden_state[:, 0]  # noqa: E731
-    n = ids.shape[0]
-    clean = encoder.head(torch.cat([cls(words), cls(words)]))  # both views in one BN batch, as trained
-    anchors, positives = clean[:n], clean[n:]
-    perturbed = encoder.head(cls(words + r.double()))
-    unit = lambda x: x / x.pow(2).sum(1, keepdim=True).sqrt()  # noqa: E731
-    logits = unit(anchors) @ unit(positives).T / tau
-    l_cont = -(logits.diagonal() - logits.exp().sum(1).log()).mean()
-    p = logits.softmax(1)
-    p = p.detach() if detach_clean else p
-    q = (unit(perturbed) @ unit(positives).T / tau).softmax(1)
-    m = (p + q) / 2
-    js = 0.5 * (p * (p / m).log()).sum(1) + 0.5 * (q * (q / m).log()).sum(1)
-    return l_cont + lam * js.mean()
-
-
-def grads(model):
-    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
 def test_gradient_of_the_objective_equals_hand_computation_with_r_fixed(no_dropout_bert):
@@ -298,35 +253,7 @@ def test_shared_dropout_makes_the_divergence_measure_r_alone(tiny_bert):
 # --- two processes ---------------------------------------------------------------------------------
 
 
-# The step sizes of the ascent along the normalised and along the raw gradient (Algorithm 1 as printed):
-# the raw gradient is small: eta = 100 moves r well inside the ball (norm 0.2-0.5 of 1), where a step twice
-# as long shows.
-DDP_STEP_SIZES = {"normalized": 1.0, "raw": 100.0}
-
-
-def objective_and_gradients(model_dir, batch, wrap=lambda model: model, ascent="normalized"):
-    """V-advCSE's loss on ``batch`` (``noise`` included) with the ``mlp`` head (BatchNorm's
-    statistics are per process) through ``wrap(model)``, the ascent along the ``normalized`` or the
-    ``raw`` gradient; its r and the parameters' gradients."""
-    torch.manual_seed(0)
-    encoder = MLPHeadEncoder.from_encoder(
-        CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True), batch_norm=False
-    )
-    inputs = {k: v for k, v in batch.items() if k != "noise"}
-    search = RecordingSearch(
-        "symmetric_kl",
-        "l2",
-        sigma=1e-2,
-        epsilon=1.0,
-        step_size=DDP_STEP_SIZES[ascent],
-        normalize_gradient=ascent == "normalized",
-    )
-    model = wrap(encoder)  # held until after backward: DDP's gradient hooks die with it
-    loss, _, _ = vadvcse_loss(model, encoder, inputs, InfoNCELoss(0.05), search, 1.0, noise=batch["noise"])
-    loss.backward()
-    return {"loss": loss.detach().reshape(1), "r": search.r.contiguous(), **grads(encoder)}
-
-
+@pytest.mark.e2e
 @pytest.mark.parametrize("ascent", list(DDP_STEP_SIZES))
 def test_two_processes_equal_one_process(no_dropout_bert, tmp_path, ascent):
     """The search's gradient comes back summed over the processes and is divided by their number: the
@@ -378,6 +305,7 @@ def test_mlp_head_needs_the_cls_pooler_in_training_only(tiny_bert):
     assert not any(p.requires_grad for p in encoder.backbone.pooler.parameters())
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "family,flags",
     [
@@ -462,8 +390,6 @@ def rows_of(prefix):
 
 
 def test_table_scripts_pass_each_runs_settings(tmp_path):
-    from .test_scripts import launches
-
     runs, printed = launches(tmp_path / "t4", "scripts/vadvcse/table4_batchnorm.sh")
     assert [(run[run.index("--head") + 1], "--vadv_lambda 0" in " ".join(run)) for run in runs] == [
         ("mlp_bn", False),
@@ -512,6 +438,7 @@ def test_shipped_configs_hold_the_papers_settings(family):
     assert (vadv_args.norm, vadv_args.sigma, vadv_args.epsilon, vadv_args.step_size) == ("linf", 1e-5, 1e-5, 1e-3)
 
 
+@pytest.mark.e2e
 def test_resume_equals_an_uninterrupted_run(tiny_bert, tmp_path):
     """k steps, a checkpoint, k more from it: the model (BN statistics included) of 2k uninterrupted
     steps, so the checkpoint holds all of V-advCSE's state and r's draws resume where they stopped."""

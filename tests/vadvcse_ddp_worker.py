@@ -13,7 +13,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.test_vadvcse import objective_and_gradients  # noqa: E402
+from tests.vadvcse_reference import objective_and_gradients  # noqa: E402
 
 
 def main(model_dir, batch_file, out_dir, ascent):
