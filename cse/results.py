@@ -1,4 +1,4 @@
-"""Result tables: the papers' published numbers (``configs/paper_results.yaml``) and markdown
+"""Result tables: the papers' published numbers (``cse/paper_results.yaml``) and markdown
 tables that put our scores beside them.
 
     python -m cse.results result/simcse/sts_test_results.json --paper_row simcse_unsup_bert_base
@@ -44,9 +44,8 @@ import yaml
 from .errors import CSEUsageError, run_cli
 from .paths import MissingDataError
 
-PAPER_RESULTS = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "paper_results.yaml"
-)
+# Package data: installed with ``cse``, so the published rows are there outside a checkout too.
+PAPER_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paper_results.yaml")
 
 
 def load_paper_results(path: str = PAPER_RESULTS) -> dict:
@@ -226,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--paper_row",
         nargs="+",
         default=None,
-        help="row id in configs/paper_results.yaml; several JSONs are then seeds of one model (mean ± std). "
+        help="row id in cse/paper_results.yaml; several JSONs are then seeds of one model (mean ± std). "
         "With --runs: GROUP=ROW for each group to compare",
     )
     parser.add_argument("--name", nargs="+", default=None, help="row name(s); default: ours / the JSONs' folders")

@@ -3,7 +3,7 @@
 # 64, lr 1e-5), and unsupervised SimCSE with the same backbones at SimCSE's own published settings
 # (batch 512; lr 1e-5 base, 3e-5 large; [CLS] with the MLP in training only), all selected on STS-B
 # dev and tested on the 7 STS sets with senteval_eval.py. Table 1 is an image in our copy of the
-# paper, so its numbers are not in configs/paper_results.yaml: only our table is printed.
+# paper, so its numbers are not in cse/paper_results.yaml: only our table is printed.
 #   bash scripts/sarcse/table1_main.sh                 # NUM_GPUS=N must divide every batch (64, 512)
 #   bash scripts/sarcse/table1_main.sh --seed 1        # extra flags go to run_sarcse.py
 set -euo pipefail

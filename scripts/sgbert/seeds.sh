@@ -4,7 +4,7 @@ SEEDS=(1 2 3 4 1234 2345 3456 7890)
 
 # sgbert_seeds ROOT PAPER_ROW NAME [ARGS...]: train run_sgbert.py with the BERT-base config (global batch
 # 16) and ARGS once per seed into ROOT/seedN, test each on the 7 STS sets, and print the mean ± std over
-# the seeds beside PAPER_ROW of configs/paper_results.yaml.
+# the seeds beside PAPER_ROW of cse/paper_results.yaml.
 sgbert_seeds() {
     local root=$1 row=$2 name=$3
     shift 3
