@@ -78,6 +78,7 @@ def test_a_corpus_of_one_sentence_is_refused():
         check_corpus(CorpusStatistics(2000, {2000: 1}), 16, "same.txt")
 
 
+@pytest.mark.e2e
 def test_a_tiny_corpus_logs_its_real_batch_and_the_card_says_no_checkpoint_was_selected(tiny_bert, tmp_path, caplog):
     corpus = tmp_path / "three.txt"
     corpus.write_text("a man plays a guitar.\nthe cat sleeps.\nit rains in paris.\n")

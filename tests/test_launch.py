@@ -41,6 +41,7 @@ def launch(command, **kwargs):
 # --- launchers ------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_torchrun_on_a_machine_without_a_gpu_trains_in_both_processes(tiny_bert, tmp_path):
     out = tmp_path / "run"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29551"]
@@ -62,6 +63,7 @@ def test_a_launch_the_trainer_does_not_see_is_refused(monkeypatch):
     check_launch(SimpleNamespace(world_size=2))
 
 
+@pytest.mark.e2e
 def test_accelerate_cpu_launch_of_two_processes_warns_and_the_console_says_what_matters(tiny_bert, tmp_path):
     out = tmp_path / "run"
     accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2"]
@@ -88,6 +90,7 @@ def wait_for(path, proc, seconds=300):
         time.sleep(0.2)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_ends_the_run_with_one_line_and_the_rerun_resumes(tiny_bert, tmp_path, signum):
     out = tmp_path / "run"
@@ -129,6 +132,7 @@ def test_a_signal_ends_the_run_with_one_line_and_the_rerun_resumes(tiny_bert, tm
 # --- table scripts --------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_a_table_script_whose_run_refuses_ends_with_its_line_and_status(tmp_path):
     env = {**ENV, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "OUTPUT_DIR": str(tmp_path / "out")}
     proc = subprocess.run(

@@ -51,6 +51,7 @@ def tree_size(path) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
+@pytest.mark.e2e
 def test_full_disk_is_one_line_and_the_same_command_resumes_once_there_is_space(capsys, caplog, tiny_bert, tmp_path):
     # A tiny model's checkpoint takes 12.3 MiB: the first fits in 18 MiB, the second does not.
     with tmpfs(tmp_path / "disk", "size=18m") as disk:
@@ -77,6 +78,7 @@ def test_full_disk_is_one_line_and_the_same_command_resumes_once_there_is_space(
         assert state["global_step"] == 4 and (out / "model.safetensors").is_file()
 
 
+@pytest.mark.e2e
 def test_a_checkpoint_write_failing_with_enospc_is_one_line(capsys, monkeypatch, tiny_bert, tmp_path):
     def full(tensors, filename, *args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), filename)
