@@ -71,13 +71,17 @@ def staging_dir(directory: str) -> str:
 
 def publish(staging: str, directory: str, last: tuple[str, ...] = ()) -> None:
     """Move every file under ``staging`` to the same relative path in ``directory`` (each rename
-    atomic, each file flushed to disk first) and remove ``staging``; the relative paths in ``last``
-    come after the others, in that order, and after ``staging`` is gone (a writer killed before then
-    leaves them as ``*.tmp`` files), so that nothing is left to clean up once they are in place."""
+    atomic, each file flushed to disk first) and remove ``staging``. The relative paths in ``last``
+    mark the set as complete: the previous ones are removed first, and the new ones come after the
+    others, in that order, and after ``staging`` is gone (a writer killed before then leaves them as
+    ``*.tmp`` files), so that nothing is left to clean up once they are in place."""
     files = sorted(
         os.path.relpath(os.path.join(root, name), staging) for root, _, names in os.walk(staging) for name in names
     )
     held = [name for name in last if name in files]
+    for name in held:  # the previous set's marker must not stand beside a mix of old and new files
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(directory, name))
     for name in [name for name in files if name not in held] + held:
         source, target = os.path.join(staging, name), os.path.join(directory, name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
