@@ -1,6 +1,7 @@
 """The body every ``run_*.py`` shares: logging, corpus, trainer, training (resuming where a run
-stopped), export of the best encoder with its model card, the final STS table and, with
-``--push_to_hub``, the upload of the exported encoder."""
+stopped), the end of the run (:func:`finish_run`: the best encoder's export, the final STS table and
+the model card, ``cse_config.json`` last, each file written atomically; the same command completes a
+run stopped before it) and, with ``--push_to_hub``, the upload of the exported encoder."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from .modeling import CSE_CONFIG_NAME, CSEModel
 from .paths import default_train_file
 from .reliability import output_dir_lock
 from .results import markdown_table
-from .resume import TRAINER_STATE_NAME, check_best_model_loaded, find_checkpoint, training_ended, run_settings
+from .resume import TRAINER_STATE_NAME, check_best_model_loaded, find_checkpoint, run_settings, training_ended
 from .trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
@@ -136,8 +137,9 @@ def train_and_evaluate(
 ):
     """Train ``model`` with ``loss`` (``trainer_class`` gets ``trainer_kwargs``; ``method_args``, the
     method's dataclass, guards resumption with the rest), save the best encoder to ``output_dir`` with
-    its model card and, unless ``--final_eval none``, print and save its STS table (the card is written
-    again with it); with ``--push_to_hub``, upload the exported directory. Returns the trainer.
+    its model card and, unless ``--final_eval none``, print and save its STS table (the card includes
+    it) (:func:`finish_run`); with ``--push_to_hub``, upload the finished directory. Returns the
+    trainer.
 
     What the run needs at its end is checked before it starts: the precision, and the final
     evaluation's data (read now; the trainer reads the dev sets when it is built). Then the run holds
