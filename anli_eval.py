@@ -14,7 +14,6 @@ every TrainingArguments flag works (--bf16 true, --per_device_train_batch_size 1
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 
@@ -29,6 +28,7 @@ from transformers import (
 )
 
 from cse.arguments import parse_args
+from cse.atomic import write_json
 from cse.environment import check_min_versions, collect_environment
 from cse.errors import CSEUsageError, run_cli
 from cse.evaluation.anli import NLI_LABELS, ROUNDS, accuracy_table, load_source, nli_split, training_mix
@@ -118,9 +118,7 @@ def main(argv=None) -> dict:
     }
     if trainer.is_world_process_zero():
         os.makedirs(training_args.output_dir, exist_ok=True)
-        with open(os.path.join(training_args.output_dir, "anli_results.json"), "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
+        write_json(os.path.join(training_args.output_dir, "anli_results.json"), report)
         print("\nANLI accuracy x 100 (dev and test):")
         print(
             markdown_table(

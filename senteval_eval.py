@@ -10,13 +10,13 @@ writes every figure. --analysis adds alignment, uniformity and the largest angle
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import time
 
 import torch
 
+from cse.atomic import write_json
 from cse.environment import check_min_versions, collect_environment
 from cse.errors import run_cli
 from cse.evaluation import MODES, TASK_SETS, evaluate
@@ -106,9 +106,7 @@ def main(argv=None) -> dict:
         print(markdown_table({name: analysis}, list(analysis)))
     if args.output_json:
         os.makedirs(os.path.dirname(os.path.abspath(args.output_json)), exist_ok=True)
-        with open(args.output_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
+        write_json(args.output_json, report)
     return report
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 import tempfile
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from transformers import set_seed
 
 from .arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from .atomic import write_json
 from .environment import check_min_versions, collect_environment
 from .errors import CSEUsageError, run_cli
 from .methods import adcse, mixcse, sarcse, sgbert, vadvcse
@@ -150,9 +150,7 @@ def diagnose(method: str, argv: list[str]) -> dict:
         report["vadv"] = {key: mean(key, extras) for key in extras[0]}
     if diag_args.output_json:
         os.makedirs(os.path.dirname(os.path.abspath(diag_args.output_json)), exist_ok=True)
-        with open(diag_args.output_json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, default=str)
-            f.write("\n")
+        write_json(diag_args.output_json, report, default=str)
     return report
 
 

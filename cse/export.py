@@ -30,11 +30,12 @@ truncated there either for any sentence the backbone can take.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
 from safetensors.torch import save_file
+
+from .atomic import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +46,7 @@ _LEGACY_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens
 
 def _write_json(path: str, data) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
+    write_json(path, data)
 
 
 def _max_seq_length(config, tokenizer) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import yaml
 from huggingface_hub import ModelCard, ModelCardData, upload_folder
 
+from .atomic import atomic_path
 from .citations import METHODS, bibtex_field
 from .modeling import CSE_CONFIG_NAME, read_cse_config
 from .results import markdown_table
@@ -36,6 +37,7 @@ POOLER_CODE = {
     "avg": "(outputs.last_hidden_state * mask).sum(1) / mask.sum(1)  # mean over the tokens",
     "max": "outputs.last_hidden_state.masked_fill(mask == 0, float('-inf')).max(1).values",
 }
+MODEL_CARD_NAME = "README.md"
 # Uploaded with the export: not the training checkpoints (their weights are the training wrapper's).
 PUSH_IGNORE = ["_*", "checkpoint-*", "*.tmp"]
 
@@ -93,16 +95,19 @@ def build_model_card(
     environment: Mapping,
     repo_id: str | None = None,
     selection: str | None = None,
+    export_dir: str | None = None,
 ) -> ModelCard:
     """The card of the encoder exported to ``output_dir`` (its ``cse_config.json`` and, when present,
-    sentence-transformers' ``modules.json`` decide the loading instructions and ``library_name``).
+    sentence-transformers' ``modules.json`` decide the loading instructions and ``library_name``;
+    they are read from ``export_dir`` when the export is still staged there).
 
     ``settings``: the run's settings (:func:`cse.resume.run_settings`; their ``corpus`` group gives the
     distinct sentences); ``reports``: ``{mode: report}`` of the STS evaluations run on the final model
     (``{}`` for none); ``citations``: BibTeX entries, the method's paper first; ``selection``: which
     weights were exported (:func:`cse.resume.model_selection`)."""
-    cse_config = read_cse_config(output_dir)
-    sentence_transformers = os.path.isfile(os.path.join(output_dir, "modules.json"))
+    export_dir = export_dir or output_dir
+    cse_config = read_cse_config(export_dir)
+    sentence_transformers = os.path.isfile(os.path.join(export_dir, "modules.json"))
     name = METHOD_NAMES.get(method, method)
     data = ModelCardData(
         library_name="sentence-transformers" if sentence_transformers else "transformers",
@@ -154,9 +159,11 @@ def build_model_card(
 
 
 def write_model_card(output_dir: str, **kwargs) -> str:
-    """Write :func:`build_model_card`'s card as ``output_dir/README.md``; returns its path."""
-    path = os.path.join(output_dir, "README.md")
-    build_model_card(output_dir, **kwargs).save(path)
+    """Write :func:`build_model_card`'s card as ``README.md`` in ``export_dir`` (default ``output_dir``),
+    atomically (:mod:`cse.atomic`); returns its path."""
+    path = os.path.join(kwargs.get("export_dir") or output_dir, MODEL_CARD_NAME)
+    with atomic_path(path) as tmp:
+        build_model_card(output_dir, **kwargs).save(tmp)
     return path
 
 

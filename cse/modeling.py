@@ -31,6 +31,7 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from . import atomic
 from .distributed import whole_weights_loading
 from .errors import CSEUsageError
 from .export import write_sentence_transformers_files
@@ -314,20 +315,26 @@ class CSEModel(nn.Module):
         """Export a plain Hugging Face model directory (backbone, tokenizer) plus ``cse_config.json``
         recording the evaluation pooler, and sentence-transformers' module files (:mod:`cse.export`).
         ``state_dict`` is this module's full state dict when the caller had to gather it (DeepSpeed);
-        by default the live weights are saved."""
+        by default the live weights are saved.
+
+        The files are written into a staging folder and moved into place one by one,
+        ``cse_config.json`` last (:func:`cse.atomic.publish`): a reader never sees a partial file, and
+        a directory holding ``cse_config.json`` holds the whole export."""
         os.makedirs(save_directory, exist_ok=True)
+        staging = atomic.staging_dir(save_directory)
+        self.write_export(staging, state_dict)
+        atomic.publish(staging, save_directory, last=(CSE_CONFIG_NAME,))
+
+    def write_export(self, directory: str, state_dict: dict | None = None) -> None:
+        """Write the files :meth:`save_pretrained` exports into ``directory`` (a staging folder)."""
         backbone_state = None
         if state_dict is not None:
             prefix = "backbone."
             backbone_state = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
-        self.backbone.save_pretrained(save_directory, state_dict=backbone_state)
-        self.tokenizer.save_pretrained(save_directory)
-        write_sentence_transformers_files(
-            save_directory, self.backbone, self.tokenizer, self.eval_pooler, backbone_state
-        )
-        with open(os.path.join(save_directory, CSE_CONFIG_NAME), "w", encoding="utf-8") as f:
-            json.dump(self.cse_config(), f, indent=2)
-            f.write("\n")
+        self.backbone.save_pretrained(directory, state_dict=backbone_state)
+        self.tokenizer.save_pretrained(directory)
+        write_sentence_transformers_files(directory, self.backbone, self.tokenizer, self.eval_pooler, backbone_state)
+        atomic.write_json(os.path.join(directory, CSE_CONFIG_NAME), self.cse_config())
 
     def cse_config(self) -> dict:
         """What ``cse_config.json`` records beside the exported weights."""

@@ -1,6 +1,7 @@
 """The body every ``run_*.py`` shares: logging, corpus, trainer, training (resuming where a run
-stopped), export of the best encoder with its model card, the final STS table and, with
-``--push_to_hub``, the upload of the exported encoder."""
+stopped), the end of the run (:func:`finish_run`: the best encoder's export, the final STS table and
+the model card, ``cse_config.json`` last, each file written atomically; the same command completes a
+run stopped before it) and, with ``--push_to_hub``, the upload of the exported encoder."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import datasets
 import transformers
 
+from .atomic import STAGING_NAME, atomic_path, publish, staging_dir, write_json
 from .citations import METHODS
 from .data import TwoViewCollator, build_train_dataset
 from .environment import collect_environment
@@ -19,14 +21,23 @@ from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .losses import InfoNCELoss
 from .model_card import push_encoder, write_model_card
-from .modeling import CSEModel
+from .modeling import CSE_CONFIG_NAME, CSEModel
 from .paths import default_train_file
 from .reliability import output_dir_lock
 from .results import markdown_table
-from .resume import check_best_model_loaded, find_checkpoint, model_selection, run_settings
+from .resume import (
+    TRAINER_STATE_NAME,
+    check_best_model_loaded,
+    find_checkpoint,
+    model_selection,
+    run_settings,
+    training_ended,
+)
 from .trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
+
+TRAIN_RESULTS_NAME = "train_results.json"
 
 
 def setup_logging(training_args) -> None:
@@ -76,8 +87,11 @@ def method_name(method_args=None) -> str:
     return name
 
 
-def save_model_card(trainer, model_args, data_args, method_args, train_sentences: int, reports: dict) -> None:
-    """Write the exported encoder's ``README.md`` (:mod:`cse.model_card`) in the main process."""
+def save_model_card(
+    trainer, model_args, data_args, method_args, train_sentences: int, reports: dict, export_dir: str
+) -> None:
+    """Write the exported encoder's ``README.md`` (:mod:`cse.model_card`) into ``export_dir``, where
+    the export is staged, in the main process."""
     if not trainer.is_world_process_zero():
         return
     args = trainer.args
@@ -95,6 +109,7 @@ def save_model_card(trainer, model_args, data_args, method_args, train_sentences
         citations=list(dict.fromkeys([METHODS[method], *trainer.citations])),
         environment=collect_environment(args),
         repo_id=args.hub_model_id if args.push_to_hub else None,
+        export_dir=export_dir,
     )
 
 
@@ -134,8 +149,9 @@ def train_and_evaluate(
 ):
     """Train ``model`` with ``loss`` (``trainer_class`` gets ``trainer_kwargs``; ``method_args``, the
     method's dataclass, guards resumption with the rest), save the best encoder to ``output_dir`` with
-    its model card and, unless ``--final_eval none``, print and save its STS table (the card is written
-    again with it); with ``--push_to_hub``, upload the exported directory. Returns the trainer.
+    its model card and, unless ``--final_eval none``, print and save its STS table (the card includes
+    it) (:func:`finish_run`); with ``--push_to_hub``, upload the finished directory. Returns the
+    trainer.
 
     What the run needs at its end is checked before it starts: the precision, and the final
     evaluation's data (read now; the trainer reads the dev sets when it is built). Then the run holds
@@ -173,7 +189,6 @@ def _train_and_evaluate(
     model_args, data_args, training_args, model, loss, trainer_class, method_args, final_suite, **trainer_kwargs
 ):
     trainer = build_trainer(model_args, data_args, training_args, model, loss, trainer_class, **trainer_kwargs)
-    train_dataset = trainer.train_dataset
     checkpoint = find_checkpoint(
         model_args,
         data_args,
@@ -182,39 +197,14 @@ def _train_and_evaluate(
         method_files=trainer.checkpoint_files(),
         corpus=trainer.corpus_statistics,
     )
-    result = trainer.train(resume_from_checkpoint=checkpoint)
+    # A checkpoint at the last step: training had ended when the run was stopped; the same command
+    # completes what comes after it (what an earlier attempt wrote whole is kept).
+    ended = checkpoint is not None and training_ended(checkpoint)
+    if ended:
+        trainer.restore_trained(checkpoint)
+    train_metrics = None if ended else trainer.train(resume_from_checkpoint=checkpoint).metrics
     check_best_model_loaded(trainer)
-    trainer.save_encoder()
-    # The Trainer counts FLOPs only for models that count their own (transformers'), not ours: 0 is no count.
-    metrics = {k: v for k, v in result.metrics.items() if k != "total_flos" or v}
-    metrics["train_samples"] = len(train_dataset)
-    trainer.log_metrics("train", metrics)
-    trainer.save_metrics("train", metrics)
-    trainer.save_state()
-    save_model_card(trainer, model_args, data_args, method_args, len(train_dataset), reports={})
-
-    if final_suite is not None:
-        report = trainer.senteval(final_suite)
-        if trainer.is_world_process_zero():
-            report.update(
-                model=training_args.output_dir,
-                pooler=model.eval_pooler,
-                environment=collect_environment(training_args),
-            )
-            path = os.path.join(training_args.output_dir, f"sts_{training_args.final_eval}_results.json")
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(report, f, indent=2)
-                f.write("\n")
-            print(f"\nSTS ({training_args.final_eval}), Spearman x 100, pooler {model.eval_pooler}:")
-            print(
-                markdown_table(
-                    {os.path.basename(os.path.normpath(training_args.output_dir)): report["scores"]},
-                    list(report["scores"]),
-                )
-            )
-            save_model_card(
-                trainer, model_args, data_args, method_args, len(train_dataset), {training_args.final_eval: report}
-            )
+    finish_run(trainer, model_args, data_args, method_args, final_suite, train_metrics)
     if training_args.push_to_hub and trainer.is_world_process_zero():
         push_encoder(
             training_args.output_dir,
@@ -223,3 +213,68 @@ def _train_and_evaluate(
             revision=training_args.hub_revision,
         )
     return trainer
+
+
+def save_train_results(trainer, metrics: dict | None) -> None:
+    """The Trainer's ``trainer_state.json``, ``all_results.json`` and ``train_results.json`` (as
+    ``Trainer.save_state`` and ``save_metrics`` lay them out), each written atomically, in that order.
+    ``metrics`` None: training had ended in an earlier attempt, whose files are kept when its
+    ``train_results.json`` is there; else only what the checkpoint records is written (its
+    ``train_loss`` and speed were the attempt's, which is gone)."""
+    output_dir = trainer.args.output_dir
+    if not trainer.is_world_process_zero():
+        return
+    if metrics is None:
+        if os.path.isfile(os.path.join(output_dir, TRAIN_RESULTS_NAME)):
+            return
+        metrics = {"epoch": trainer.state.epoch, "total_flos": trainer.state.total_flos}
+    # The Trainer counts FLOPs only for models that count their own (transformers'), not ours: 0 is no count.
+    metrics = {k: v for k, v in metrics.items() if k != "total_flos" or v}
+    metrics["train_samples"] = len(trainer.train_dataset)
+    trainer.log_metrics("train", metrics)
+    with atomic_path(os.path.join(output_dir, TRAINER_STATE_NAME)) as tmp:
+        trainer.state.save_to_json(tmp)
+    for name in ("all_results.json", TRAIN_RESULTS_NAME):
+        write_json(os.path.join(output_dir, name), metrics, indent=4, sort_keys=True)
+
+
+def final_report(trainer, final_suite, keep: bool) -> dict:
+    """The final STS evaluation's report on the trained model, as ``sts_<mode>_results.json`` holds it
+    (with ``keep``, the file an earlier attempt wrote is read instead of evaluating again)."""
+    args = trainer.args
+    path = os.path.join(args.output_dir, f"sts_{args.final_eval}_results.json")
+    if keep and os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    report = trainer.senteval(final_suite)
+    if trainer.is_world_process_zero():
+        report.update(model=args.output_dir, pooler=trainer.encoder.eval_pooler, environment=collect_environment(args))
+        write_json(path, report)
+    return report
+
+
+def finish_run(trainer, model_args, data_args, method_args, final_suite, train_metrics: dict | None) -> None:
+    """Everything a run writes after training, ``cse_config.json`` last: the training metrics and
+    state, the export (staged in ``output_dir/_export.tmp``), the final STS table unless
+    ``--final_eval none``, the model card; then the staged files are moved into place
+    (:func:`cse.atomic.publish`). A directory with ``cse_config.json`` therefore holds a finished run,
+    and the same command completes one stopped before it. ``train_metrics`` None: training had ended
+    in an earlier attempt (:meth:`cse.trainer.CSETrainer.restore_trained`), whose whole files are
+    kept (:func:`save_train_results`, :func:`final_report`)."""
+    args = trainer.args
+    save_train_results(trainer, train_metrics)
+    staging = staging_dir(args.output_dir) if args.should_save else os.path.join(args.output_dir, STAGING_NAME)
+    trainer.save_encoder(staging)
+    reports = {}
+    if final_suite is not None:
+        report = reports[args.final_eval] = final_report(trainer, final_suite, keep=train_metrics is None)
+        if trainer.is_world_process_zero():
+            print(f"\nSTS ({args.final_eval}), Spearman x 100, pooler {report['pooler']}:")
+            print(
+                markdown_table(
+                    {os.path.basename(os.path.normpath(args.output_dir)): report["scores"]}, list(report["scores"])
+                )
+            )
+    save_model_card(trainer, model_args, data_args, method_args, len(trainer.train_dataset), reports, staging)
+    if args.should_save:
+        publish(staging, args.output_dir, last=(CSE_CONFIG_NAME,))

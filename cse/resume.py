@@ -1,8 +1,10 @@
 """Resuming a run: where from, and refusing to resume what would silently change the result.
 
 An interrupted run leaves ``checkpoint-*`` folders and ``run_args.json`` (its settings) in
-``output_dir``; starting the same command again resumes from the last checkpoint. A finished run,
-or an interrupted one with other settings, is refused with a message rather than continued.
+``output_dir``; starting the same command again resumes from the last checkpoint (one at the last
+step trains nothing more and completes the run's tail: :func:`cse.pipeline.finish_run`). A finished
+run (``cse_config.json``, written last) or an interrupted one with other settings is refused with a
+message rather than continued.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from safetensors import safe_open
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_NAME
 
+from .atomic import write_json
 from .environment import collect_environment
 from .errors import CSEUsageError
 from .modeling import CSE_CONFIG_NAME
@@ -117,6 +120,13 @@ def checkpoint_problem(checkpoint: str, training_args, method_files=()) -> str |
         if problem is not None:
             return f"{name} is {problem}"
     return None
+
+
+def training_ended(checkpoint: str) -> bool:
+    """Whether ``checkpoint`` was saved at the run's last step (its ``trainer_state.json``)."""
+    with open(os.path.join(checkpoint, TRAINER_STATE_NAME), encoding="utf-8") as f:
+        state = json.load(f)
+    return state["global_step"] >= state["max_steps"]
 
 
 def checkpoints_newest_first(output_dir: str) -> list[str]:
@@ -222,12 +232,10 @@ def find_checkpoint(
             )
     if training_args.should_save:
         os.makedirs(output_dir, exist_ok=True)
-        # Written aside and renamed: other processes may be reading the previous copy.
-        tmp = os.path.join(output_dir, RUN_ARGS_NAME + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({**current, "environment": collect_environment(training_args)}, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, os.path.join(output_dir, RUN_ARGS_NAME))
+        # Atomic: other processes may be reading the previous copy.
+        write_json(
+            os.path.join(output_dir, RUN_ARGS_NAME), {**current, "environment": collect_environment(training_args)}
+        )
     return checkpoint
 
 

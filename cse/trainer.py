@@ -11,13 +11,17 @@ from __future__ import annotations
 import functools
 import logging
 import operator
+import os
 from collections.abc import Sized
 
 import torch
 from accelerate.utils import broadcast_object_list
+from safetensors.torch import load_file
 from torch import nn
 from transformers import PreTrainedModel, Trainer
+from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import IntervalStrategy
+from transformers.utils import SAFE_WEIGHTS_NAME
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from . import citations
@@ -25,6 +29,7 @@ from .data import CorpusStatistics
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .reliability import PROGRESS, NonFiniteGuard, check_finite_weights
+from .resume import TRAINER_STATE_NAME, check_checkpoint_matches
 
 logger = logging.getLogger(__name__)
 
@@ -278,6 +283,26 @@ class CSETrainer(Trainer):
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
+
+    def restore_trained(self, checkpoint: str) -> None:
+        """Leave this trainer as ``train()`` leaves it at the end of a run whose training ended at
+        ``checkpoint`` (saved at ``max_steps``), without training: the Trainer's state and the weights
+        of the best checkpoint (``--load_best_model_at_end``) or of ``checkpoint``. Resumed from such
+        a checkpoint, ``train()`` itself would run one more step unless ``max_steps`` ends an epoch
+        (transformers 5.24). A method that exports more than its model's weights restores it here too."""
+        self.state = TrainerState.load_from_json(os.path.join(checkpoint, TRAINER_STATE_NAME))
+        best = self.state.best_model_checkpoint if self.args.load_best_model_at_end else None
+        source = best or checkpoint
+        path = os.path.join(source, SAFE_WEIGHTS_NAME)
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled or not os.path.isfile(path):
+            raise CSEUsageError(
+                f"training ended at {checkpoint}, but the run was stopped before its export, and {source} holds no "
+                f"{SAFE_WEIGHTS_NAME} to export without DeepSpeed or FSDP",
+                hint="train again into another --output_dir",
+            )
+        check_checkpoint_matches(self.model, source)
+        self.model.load_state_dict(load_file(path, device=str(self.args.device)))
+        logger.warning("training had ended at step %d: exporting the model of %s", self.state.global_step, source)
 
     def save_encoder(self, output_dir: str | None = None) -> None:
         """Save the current (after ``load_best_model_at_end``: the best) model as a plain Hugging

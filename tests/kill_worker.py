@@ -8,8 +8,16 @@ itself with SIGKILL at the point ``CSE_TEST_KILL`` names (test-only):
   halfway leaves it.
 
 The files are caught at the three writers a checkpoint goes through: ``torch.save``, safetensors'
-``save_file`` (the Trainer's and the methods') and ``TrainerState.save_to_json``. The same command
-without ``CSE_TEST_KILL`` is an ordinary run.
+``save_file`` (the Trainer's and the methods') and ``TrainerState.save_to_json``.
+
+After training (the run's tail), at the rename that puts each file in place (``cse.atomic``):
+
+* ``tail:after:<path>``: just after ``<path>`` (relative to ``--output_dir``, e.g.
+  ``model.safetensors``, ``cse_config.json``, ``sts_dev_results.json``) is renamed into place;
+* ``tail:during:<path>``: its temporary file written and cut to half its bytes, not yet renamed;
+* ``tail:during:final_eval``: inside the final STS evaluation, once its sentences are encoded.
+
+The same command without ``CSE_TEST_KILL`` is an ordinary run.
 """
 
 import functools
@@ -27,7 +35,44 @@ def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def install(spec: str):
+def install_tail(spec: str, output_dir: str):
+    from cse.evaluation import SentEvalSuite
+
+    _, when, name = spec.split(":", 2)
+    if name == "final_eval":
+        run = SentEvalSuite.run
+
+        def run_and_die(self, encode):
+            if not self.progress:  # the trainer's dev evaluations are quiet; the final one reports
+                return run(self, encode)
+
+            def encode_and_die(sentences):
+                encode(sentences)
+                die()
+
+            return run(self, encode_and_die)
+
+        SentEvalSuite.run = run_and_die
+        return []
+    target = os.path.abspath(os.path.join(output_dir, name))
+    replace = os.replace
+
+    def replace_and_die(source, destination, **kwargs):
+        if os.path.abspath(destination) != target:
+            return replace(source, destination, **kwargs)
+        if when == "during":
+            os.truncate(source, os.path.getsize(source) // 2)
+            die()
+        replace(source, destination, **kwargs)
+        die()
+
+    os.replace = replace_and_die
+    return []
+
+
+def install(spec: str, argv: list[str]):
+    if spec.startswith("tail:"):
+        return install_tail(spec, argv[argv.index("--output_dir") + 1])
     import safetensors.torch
     import torch
     from transformers import TrainerCallback
@@ -75,7 +120,7 @@ def main():
     script, argv = sys.argv[1], sys.argv[2:]
     sys.path.insert(0, REPO)
     spec = os.environ.get("CSE_TEST_KILL")
-    callbacks = install(spec) if spec else []
+    callbacks = install(spec, argv) if spec else []
     importlib.import_module(os.path.splitext(script)[0]).main(argv, callbacks=callbacks)
 
 

@@ -7,6 +7,7 @@ same command, end with the weights of an uninterrupted run bit for bit), and non
 The kill-anywhere test's long form (every method, dozens of kill points) runs with
 ``CSE_LONG_TESTS=1``."""
 
+import errno
 import json
 import math
 import os
@@ -21,7 +22,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainingArguments
 
+import cse.atomic
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.atomic import write_json
 from cse.errors import CSEUsageError
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
 from cse.methods.sarcse import TOKEN_COUNTS_NAME
@@ -373,3 +376,191 @@ def test_export_refuses_non_finite_weights(tiny_bert, tmp_path):
         model.backbone.encoder.layer[1].output.dense.weight[3, 5] = 0.0
     trainer.save_encoder()
     assert os.path.exists(tmp_path / "out" / "model.safetensors")
+
+
+# --- the run's tail: training results, export, final evaluation, model card ------------------------
+
+
+@pytest.fixture(scope="module")
+def dev_head(tmp_path_factory):
+    """SentEval data with the dev sets alone, each cut to its first 100 pairs: a real final
+    evaluation (and model selection) that takes a fraction of a second on a tiny encoder."""
+    root = tmp_path_factory.mktemp("senteval")
+    for path in ("STS/STSBenchmark/sts-dev.csv", "SICK/SICK_trial.txt"):
+        (root / path).parent.mkdir(parents=True)
+        with open(os.path.join(DATA, "senteval", path), encoding="utf-8") as f:
+            (root / path).write_text("".join(f.readlines()[:101]), encoding="utf-8")
+    return str(root)
+
+
+def tail_args(model_dir, out, senteval, flags=()):
+    """4 steps with a dev evaluation and a checkpoint every 2, the best model exported, a final dev
+    evaluation."""
+    argv = common_args(model_dir, out, max_steps=4, save_steps=2)
+    for flag, value in {"eval_strategy": "steps", "load_best_model_at_end": "true", "final_eval": "dev"}.items():
+        argv[argv.index(f"--{flag}") + 1] = value
+    return [*argv, "--eval_steps", "2", "--senteval_data_dir", senteval, *flags]
+
+
+# What two runs of the same command legitimately write differently: the Trainer's timings.
+TIMINGS = ("train_runtime", "train_samples_per_second", "train_steps_per_second")
+
+
+def run_files(out, volatile=TIMINGS):
+    """Every file of a run but its checkpoints and lock, by relative path: the JSON files parsed
+    (``out`` itself replaced by a placeholder, the ``volatile`` keys left out), the others as bytes."""
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in volatile}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    files = {}
+    for root, dirs, names in os.walk(out):
+        dirs[:] = [d for d in dirs if not d.startswith("checkpoint-")]
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                data = f.read()
+            if name.endswith((".json", ".md")):
+                data = data.decode("utf-8").replace(os.path.abspath(out), "<out>").replace(str(out), "<out>")
+                data = strip(json.loads(data)) if name.endswith(".json") else data
+            files[os.path.relpath(path, out)] = data
+    files.pop(LOCK_NAME, None)
+    return files
+
+
+def assert_same_run(out, reference, volatile=TIMINGS):
+    got, expected = run_files(out, volatile), run_files(reference, volatile)
+    assert sorted(got) == sorted(expected)
+    differ = [name for name in expected if got[name] != expected[name]]
+    assert not differ, f"differ from the uninterrupted run: {differ}"
+    if any(name.startswith("checkpoint-") for name in os.listdir(reference)):
+        assert_bit_identical(out, reference)  # and the last checkpoint's tensors
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_bert, dev_head, tmp_path_factory):
+    """method -> the output directory of its tail test's command run without interruption."""
+    runs = {}
+
+    def run(method):
+        if method not in runs:
+            script, _, flags = METHODS[method]
+            out = tmp_path_factory.mktemp("uninterrupted") / method
+            with pytest.MonkeyPatch.context() as patch:
+                in_process(script, tail_args(tiny_bert, out, dev_head, flags), patch)
+            runs[method] = str(out)
+        return runs[method]
+
+    return run
+
+
+TAIL_KILLS = {
+    # in the final evaluation; just after the export's first file is in place; inside the model
+    # card's write (the card is staged with the export)
+    "simcse": ["tail:during:final_eval", "tail:after:1_Pooling/config.json", "tail:during:_export.tmp/README.md"],
+    # inside the final results' write; after the exported weights; after cse_config.json: finished
+    "adcse": ["tail:during:sts_dev_results.json", "tail:after:model.safetensors", "tail:after:cse_config.json"],
+}
+
+
+@pytest.mark.parametrize("method", list(TAIL_KILLS))
+def test_killed_in_the_tail_the_same_command_completes_the_run(
+    method, tiny_bert, dev_head, uninterrupted, tmp_path, monkeypatch
+):
+    """Each kill in turn, every rerun of the same command resuming what the one before left; then
+    the same command once more: the run's files equal the uninterrupted run's."""
+    script, _, flags = METHODS[method]
+    out = tmp_path / "killed"
+    argv = tail_args(tiny_bert, out, dev_head, flags)
+    for kill in TAIL_KILLS[method]:
+        worker(script, argv, kill)
+        finished = kill == "tail:after:cse_config.json"
+        assert (out / "cse_config.json").exists() == finished, kill
+        for name in os.listdir(out):  # whatever is in place is whole
+            if name.endswith(".json"):
+                with open(out / name, encoding="utf-8") as f:
+                    json.load(f)
+    if finished:
+        assert not (out / "_export.tmp").exists() and not list(out.glob("*.tmp"))
+        with pytest.raises(CSEUsageError, match="holds a finished run"):
+            in_process(script, argv, monkeypatch)
+    else:
+        in_process(script, argv, monkeypatch)
+    assert_same_run(out, uninterrupted(method))
+
+
+def test_a_full_disk_leaves_the_previous_file_whole_and_no_partial_one(tmp_path):
+    """A real full filesystem (a 64 KiB tmpfs; mounting needs root)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        path = disk / "sts_test_results.json"
+        write_json(str(path), {"scores": {"Avg.": 1.0}})
+        before = path.read_bytes()
+        (disk / "filler").write_bytes(b"x" * (disk_free(disk) - 2048))
+        with pytest.raises(OSError) as error:
+            write_json(str(path), {"scores": {"Avg.": 2.0}, "padding": "y" * 16384})
+        assert error.value.errno == errno.ENOSPC
+        assert path.read_bytes() == before and sorted(os.listdir(disk)) == ["filler", path.name]
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def disk_free(path):
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
+
+
+def test_a_disk_full_while_the_results_are_written_then_the_same_command_completes_the_run(
+    tiny_bert, dev_head, uninterrupted, tmp_path, monkeypatch
+):
+    """The final results' write fails half-way with ENOSPC (the run stops with the error); no partial
+    file is left, the run is not marked finished, and the same command completes it."""
+    out = tmp_path / "full"
+    argv = tail_args(tiny_bert, out, dev_head)
+    write_text = cse.atomic.write_text
+
+    def full_disk(path, text):
+        if not path.endswith("sts_dev_results.json"):
+            return write_text(path, text)
+        with cse.atomic.atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            f.write(text[: len(text) // 2])
+            f.flush()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), tmp)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(cse.atomic, "write_text", full_disk)
+        with pytest.raises(OSError, match="No space left"):
+            in_process("run_simcse.py", argv, patch)
+    assert not (out / "sts_dev_results.json").exists() and not [p for p in out.glob("*.tmp") if p.is_file()]
+    assert (out / "_export.tmp").is_dir() and not (out / "cse_config.json").exists()
+    assert (out / "train_results.json").exists()
+    in_process("run_simcse.py", argv, monkeypatch)
+    assert_same_run(out, uninterrupted("simcse"))
+
+
+@pytest.mark.parametrize("strategy", ["best", pytest.param("no", marks=LONG)])
+def test_killed_in_the_tail_without_a_last_step_checkpoint_the_same_command_trains_the_rest_again(
+    strategy, tiny_bert, dev_head, tmp_path, monkeypatch
+):
+    """``--save_strategy best`` saves only at a dev improvement and ``no`` never: the same command
+    resumes from the newest checkpoint (or the start), and ends with the uninterrupted run's files."""
+    argv = tail_args(tiny_bert, tmp_path / "killed", dev_head)
+    argv[argv.index("--save_strategy") + 1] = strategy
+    i = argv.index("--save_steps")
+    del argv[i : i + 2]
+    if strategy == "no":
+        argv[argv.index("--load_best_model_at_end") + 1] = "false"
+    else:  # STS-B dev improves from step 2 to 4 in this run: the lower score makes step 2 the best
+        argv += ["--greater_is_better", "false"]
+    reference = [str(tmp_path / "straight") if a == str(tmp_path / "killed") else a for a in argv]
+    in_process("run_simcse.py", reference, monkeypatch)
+    assert not (tmp_path / "straight" / "checkpoint-4").exists()  # no checkpoint at the last step
+    worker("run_simcse.py", argv, "tail:after:model.safetensors")
+    in_process("run_simcse.py", argv, monkeypatch)
+    # The Trainer's train_loss is the mean over the steps the process trained: here the last two.
+    assert_same_run(tmp_path / "killed", tmp_path / "straight", volatile=(*TIMINGS, "train_loss"))

@@ -184,15 +184,15 @@ class SARCSEModel(CSEModel):
             "detach_target": self.detach_target,
         }
 
-    def save_pretrained(self, save_directory: str, state_dict: dict | None = None) -> None:
+    def write_export(self, directory: str, state_dict: dict | None = None) -> None:
         """The backbone as a plain Hugging Face model (``AutoModel`` loads its token states), the
         autoencoder beside it (``sarcse_autoencoder.safetensors``); :func:`cse.modeling.load_model`
         or :meth:`from_pretrained` load both and embed with Z."""
-        super().save_pretrained(save_directory, state_dict=state_dict)
+        super().write_export(directory, state_dict=state_dict)
         state = state_dict if state_dict is not None else self.state_dict()
         prefix = "autoencoder."
         weights = {k[len(prefix) :]: v.detach().contiguous().cpu() for k, v in state.items() if k.startswith(prefix)}
-        save_file(weights, os.path.join(save_directory, AUTOENCODER_WEIGHTS_NAME))
+        save_file(weights, os.path.join(directory, AUTOENCODER_WEIGHTS_NAME))
 
     @classmethod
     def from_pretrained(cls, model_name_or_path: str, pooler_type: str | None = None, **backbone_kwargs):
@@ -320,6 +320,11 @@ class ReconstructionMixin:
             else:
                 self.count_token_frequencies()
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def restore_trained(self, checkpoint: str) -> None:
+        super().restore_trained(checkpoint)
+        if self.reconstruction_loss.needs_counts:
+            self.load_token_counts(checkpoint)  # exported beside the model (save_encoder)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
         super().save_model(output_dir, _internal_call=_internal_call)
