@@ -16,18 +16,11 @@ from collections.abc import Mapping, Sequence
 import yaml
 from huggingface_hub import ModelCard, ModelCardData, upload_folder
 
-from .citations import METHODS, bibtex_field
+from . import registry
+from .citations import bibtex_field
 from .modeling import CSE_CONFIG_NAME, read_cse_config
 from .results import markdown_table
 
-METHOD_NAMES = {
-    "simcse": "SimCSE",
-    "adcse": "AdCSE",
-    "mixcse": "MixCSE",
-    "vadvcse": "V-advCSE",
-    "sarcse": "SARCSE",
-    "sgbert": "SG-BERT",
-}
 # What AutoModel's outputs give each exportable pooler's embedding (``outputs``: the model's output,
 # ``mask``: the attention mask as a float (batch, length, 1) tensor).
 POOLER_CODE = {
@@ -98,10 +91,11 @@ def build_model_card(
 
     ``settings``: the run's settings (:func:`cse.resume.run_settings`); ``reports``: ``{mode: report}``
     of the STS evaluations run on the final model (``{}`` for none); ``citations``: BibTeX entries,
-    the method's paper first."""
+    the method's paper first; ``method``: the name of its record (:mod:`cse.registry`)."""
+    record = registry.get(method)
     cse_config = read_cse_config(output_dir)
     sentence_transformers = os.path.isfile(os.path.join(output_dir, "modules.json"))
-    name = METHOD_NAMES.get(method, method)
+    name = record.display_name
     data = ModelCardData(
         library_name="sentence-transformers" if sentence_transformers else "transformers",
         tags=["sentence-transformers", "sentence-similarity", method, "cse"],
@@ -114,7 +108,7 @@ def build_model_card(
     repo = repo_id or os.path.abspath(output_dir)
     sections = [
         f"# {name} sentence encoder\n",
-        f"A sentence encoder trained with **{name}** (_{bibtex_field(METHODS[method], 'title')}_) from `{base_model}`, "
+        f"A sentence encoder trained with **{name}** (_{bibtex_field(record.citation, 'title')}_) from `{base_model}`, "
         "without labels, with the `cse` code base. Its sentence embedding is pooler "
         f"`{cse_config.get('pooler', 'unknown')}`; compare sentences with the cosine similarity.\n",
         "## Training data\n",

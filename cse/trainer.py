@@ -22,6 +22,7 @@ from transformers.utils.output_capturing import maybe_install_capturing_hooks
 from . import citations
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
+from .registry import MethodRecord
 from .reliability import NonFiniteGuard, check_finite_weights
 
 logger = logging.getLogger(__name__)
@@ -59,17 +60,27 @@ class CSETrainer(Trainer):
     """Args (besides the Trainer's):
     loss: module mapping the two views' embeddings ``(anchors, positives)`` to a scalar.
     senteval_data_dir: SentEval data for model selection (default ``$CSE_DATA_DIR/senteval``).
+    method: the record of the method trained (:mod:`cse.registry`), which names it in the model card.
     """
 
     citation = citations.SIMCSE
     # The loss is a per-batch mean, so the Trainer must divide it by the accumulation steps.
     loss_is_scaled_for_ga = False
 
-    def __init__(self, *args, loss: nn.Module, senteval_data_dir: str | None = None, eval_dataset=None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        loss: nn.Module,
+        senteval_data_dir: str | None = None,
+        eval_dataset=None,
+        method: MethodRecord | None = None,
+        **kwargs,
+    ):
         if eval_dataset is None:
             eval_dataset = SentEvalSuite("sts", "dev", senteval_data_dir)
         super().__init__(*args, eval_dataset=eval_dataset, **kwargs)
         self.loss_fn = loss
+        self.method = method
         self._recorded: dict[str, list[torch.Tensor]] = {}
         self._compiled_training_loss = None
         if self.args.torch_compile:

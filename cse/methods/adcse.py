@@ -38,6 +38,7 @@ from ..losses import InfoNCELoss
 from ..losses.adcse import LOSS_FORMS, AdversarialInfoNCELoss
 from ..modeling import CSEModel
 from ..pipeline import load_encoder
+from ..registry import BenchShape, MethodRecord, register
 from ..resume import resolve_checkpoint
 from ..trainer import CSETrainer
 
@@ -439,3 +440,18 @@ def build(model_args, adcse_args: AdCSEArguments):
         "adversary_weight_decay": adcse_args.adversary_weight_decay,
     }
     return model, loss, AdCSETrainer, trainer_kwargs
+
+
+RECORD = register(
+    MethodRecord(
+        name="adcse",
+        display_name="AdCSE",
+        citation=citations.ADCSE,
+        build=build,
+        docs="docs/methods/adcse.md",
+        method_arguments=AdCSEArguments,
+        terms={"adversaries": lambda args: 1.0},
+        bench={"adcse": BenchShape("run_adcse", "configs/adcse_bert_base.yaml", "bert", overhead_target=1.5)},
+        checkpoint_files=(ADVERSARY_STATE_NAME, MOMENTUM_MASTER_NAME),
+    )
+)

@@ -31,11 +31,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .. import citations
-from ..arguments import CSETrainingArguments, ModelArguments
+from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
 from ..errors import CSEUsageError
 from ..losses import InfoNCELoss
 from ..losses.reconstruction import REDUCTIONS, SelfAdaptiveReconstructionLoss, count_tokens
 from ..modeling import CSEModel, read_cse_config
+from ..registry import BenchShape, MethodRecord, register
 from ..resume import resolve_checkpoint
 from ..textcnn import TextCNNAutoEncoder
 from ..trainer import CSETrainer
@@ -384,12 +385,36 @@ def reconstruction_loss(model: SARCSEModel, sarcse_args: SARCSEArguments) -> Sel
     )
 
 
+RECORD = register(
+    MethodRecord(
+        name="sarcse",
+        display_name="SARCSE",
+        citation=citations.SARCSE,
+        build=build,
+        docs="docs/methods/sarcse.md",
+        method_arguments=SARCSEArguments,
+        arguments=(SARCSEModelArguments, DataArguments, SARCSETrainingArguments),
+        # Eq. 12: alpha scales the trainer's own terms
+        terms={
+            "contrastive": lambda args: args.alpha,
+            "reconstruction": lambda args: args.beta,
+            "reconstruction_positive": lambda args: args.gamma,
+        },
+        bench={
+            "sarcse": BenchShape("run_sarcse", "configs/sarcse_roberta_base.yaml", "roberta", overhead_target=1.3)
+        },
+        model_kinds={"sarcse": SARCSEModel},
+        checkpoint_files=(TOKEN_COUNTS_NAME,),
+    )
+)
+
 __all__ = [
     "SARCSEArguments",
     "SARCSEModel",
     "SARCSEModelArguments",
     "SARCSETrainer",
     "SARCSETrainingArguments",
+    "RECORD",
     "ReconstructionMixin",
     "build",
     "build_model",

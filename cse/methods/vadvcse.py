@@ -39,6 +39,7 @@ from ..losses import InfoNCELoss, cosine_logits
 from ..losses.vadvcse import DIVERGENCES, NORMS, REDUCTIONS, SEARCH_OPTIONS, VirtualAdversarialLoss
 from ..modeling import CSEModel
 from ..pipeline import load_encoder
+from ..registry import BenchShape, MethodRecord, register
 from ..trainer import CSETrainer, total
 
 logger = logging.getLogger(__name__)
@@ -382,6 +383,21 @@ class VAdvCSETrainer(CSETrainer):
         return outputs["terms"]
 
 
+def vadv_divergences(trainer, model, inputs) -> dict[str, float]:
+    """F (as L_vadv reduces it) with independent and with shared dropout masks, and the mean ||r_i||
+    (``python -m cse.diagnostics``; nothing without the adversarial term)."""
+    out = {}
+    if trainer.vadv_loss is None:
+        return out
+    for shared in (False, True):
+        _, _, stats = vadvcse_terms(
+            model, model, inputs, trainer.loss_fn, trainer.vadv_loss, trainer.vadv_lambda, shared_dropout=shared
+        )
+        out["shared" if shared else "independent"] = stats["loss_vadv"].item()
+        out["perturbation_norm"] = stats["perturbation_norm"].item()
+    return out
+
+
 def build(model_args, vadv_args: VAdvCSEArguments):
     """V-advCSE's model and loss as ``run_vadvcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
     model = load_encoder(model_args)
@@ -396,3 +412,22 @@ def build(model_args, vadv_args: VAdvCSEArguments):
         "shared_dropout": vadv_args.shared_dropout,
     }
     return model, InfoNCELoss(temperature=model_args.temp), VAdvCSETrainer, trainer_kwargs
+
+
+RECORD = register(
+    MethodRecord(
+        name="vadvcse",
+        display_name="V-advCSE",
+        citation=citations.VADVCSE,
+        build=build,
+        docs="docs/methods/vadvcse.md",
+        method_arguments=VAdvCSEArguments,
+        terms={"vadv": lambda args: args.vadv_lambda},
+        bench={
+            "vadvcse": BenchShape(
+                "run_vadvcse", "configs/vadvcse_bert_base.yaml", "bert", ("--num_steps", "1"), overhead_target=2.3
+            )
+        },
+        readings={"vadv": vadv_divergences},
+    )
+)
