@@ -69,7 +69,7 @@ def diagnose(method: str, argv: list[str]) -> dict:
         if step == diag_args.num_batches:
             break
         inputs = {k: v.to(training_args.device) for k, v in batch.items()}
-        terms = trainer.loss_terms(*trainer.training_loss(model, inputs))
+        terms = trainer.step_terms(model, inputs, separate=True).terms
         stats = term_gradients(terms, trainer.encoder_parameters())
         batches.append({k: v.item() for k, v in stats.items()})
         for key, read in record.readings.items():

@@ -78,7 +78,9 @@ def test_loss_equals_float64_hand_computation(form, tau):
         loss.adversaries.copy_(torch.randn(4, 5, generator=g) * 3.0)  # raw norms != 1: normalised at use
     expected, share = hand_loss(h, hp, loss.adversaries.detach(), tau, form)
     assert loss(h, hp).item() == pytest.approx(expected, rel=1e-5)
-    assert loss.statistics["adversary_share"].item() == pytest.approx(share, rel=1e-4)
+    terms, statistics = loss.terms(h, hp)
+    assert list(terms) == ["contrastive"] and terms["contrastive"].item() == pytest.approx(expected, rel=1e-5)
+    assert statistics["adversary_share"].item() == pytest.approx(share, rel=1e-4)
 
 
 def test_loss_forms_differ_and_bad_arguments_are_refused():

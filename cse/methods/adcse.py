@@ -251,18 +251,6 @@ class AdCSETrainer(CSETrainer):
             files += (MOMENTUM_MASTER_NAME,)
         return files
 
-    def training_loss(self, model, inputs):
-        loss, outputs, _ = super().training_loss(model, inputs)
-        return loss, outputs, dict(getattr(self.loss_fn, "statistics", {}))
-
-    def loss_terms(self, loss, outputs, statistics):
-        if self.adversaries is None:
-            return super().loss_terms(loss, outputs, statistics)
-        # q's loss without the adversaries in its softmax, and what they add to it
-        views = outputs["embeddings"]
-        in_batch = self.loss_fn.without_adversaries(views[:, 0], views[:, 1])
-        return {"contrastive": in_batch, "adversaries": loss - in_batch}
-
     @property
     def dual_encoder(self) -> MomentumDualEncoder | None:
         model = self.accelerator.unwrap_model(self.model)

@@ -107,10 +107,6 @@ class MixCSETrainer(CSETrainer):
                 "sentence, which MixCSE cannot mix: pass --dataloader_drop_last true or change --max_train_samples"
             )
 
-    def training_loss(self, model, inputs):
-        loss, outputs, _ = super().training_loss(model, inputs)
-        return loss, outputs, dict(self.loss_fn.statistics)
-
     def run_suite(self, suite) -> dict:
         """The report, with the largest angle between the suite's STS-B sentences under ``"analysis"``
         (from the same single encoding pass)."""
