@@ -313,7 +313,8 @@ def test_adversary_step_is_sgd_ascent_with_weight_decay_on_the_unscaled_gradient
     for _ in range(2):
         g = torch.randn_like(trainer.adversaries)
         trainer.adversaries.grad = g * scale  # as an fp16 loss scale leaves it
-        trainer.adversary_step(loss_scale=scale)
+        trainer._step_loss_scale = scale
+        trainer.after_optimizer_step()
         # the released code: v <- mu v + (-g + wd n); n <- n - lr v  (ascent on L)
         v = mu * v + (-g.double() + wd * n)
         n = n - lr * v
