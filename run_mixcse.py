@@ -8,10 +8,10 @@ accelerate launch run_mixcse.py configs/mixcse_bert_base.yaml
 
 from transformers import set_seed
 
-from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.arguments import parse_args
 from cse.environment import check_min_versions
 from cse.errors import run_cli
-from cse.methods.mixcse import MixCSEArguments, build
+from cse.methods.mixcse import RECORD
 from cse.pipeline import setup_logging, train_built
 
 
@@ -19,12 +19,10 @@ def main(argv=None, callbacks=()):
     """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
     Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     check_min_versions()
-    model_args, data_args, training_args, mixcse_args = parse_args(
-        (ModelArguments, DataArguments, CSETrainingArguments, MixCSEArguments), argv
-    )
+    model_args, data_args, training_args, mixcse_args = parse_args(RECORD.argument_types, argv)
     setup_logging(training_args)
     set_seed(training_args.seed)
-    built = build(model_args, mixcse_args)
+    built = RECORD.pieces(model_args, mixcse_args)
     return train_built(model_args, data_args, training_args, built, mixcse_args, callbacks)
 
 

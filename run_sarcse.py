@@ -9,10 +9,10 @@ accelerate launch run_sarcse.py configs/sarcse_roberta_base.yaml
 
 from transformers import set_seed
 
-from cse.arguments import DataArguments, parse_args
+from cse.arguments import parse_args
 from cse.environment import check_min_versions
 from cse.errors import run_cli
-from cse.methods.sarcse import SARCSEArguments, SARCSEModelArguments, SARCSETrainingArguments, build
+from cse.methods.sarcse import RECORD
 from cse.pipeline import setup_logging, train_built
 from cse.resume import check_checkpoint_matches
 
@@ -21,12 +21,10 @@ def main(argv=None, callbacks=()):
     """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
     Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     check_min_versions()
-    model_args, data_args, training_args, sarcse_args = parse_args(
-        (SARCSEModelArguments, DataArguments, SARCSETrainingArguments, SARCSEArguments), argv
-    )
+    model_args, data_args, training_args, sarcse_args = parse_args(RECORD.argument_types, argv)
     setup_logging(training_args)
     set_seed(training_args.seed)
-    built = build(model_args, sarcse_args)
+    built = RECORD.pieces(model_args, sarcse_args)
     if training_args.resume_from_checkpoint:  # before the corpus, and for --no_decoder's plain trainer too
         check_checkpoint_matches(built[0], training_args.resume_from_checkpoint)
     return train_built(model_args, data_args, training_args, built, sarcse_args, callbacks)

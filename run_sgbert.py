@@ -18,7 +18,7 @@ from transformers import EarlyStoppingCallback, set_seed
 from cse.arguments import parse_args
 from cse.environment import check_min_versions
 from cse.errors import CSEUsageError, run_cli
-from cse.methods.sgbert import SGBERTArguments, SGDataArguments, SGModelArguments, SGTrainingArguments, build
+from cse.methods.sgbert import RECORD
 from cse.pipeline import check_precision, setup_logging, train_built
 from cse.stsb_corpus import write_stsb_corpus
 
@@ -27,9 +27,7 @@ def main(argv=None, callbacks=()):
     """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
     Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     check_min_versions()
-    model_args, data_args, training_args, sg_args = parse_args(
-        (SGModelArguments, SGDataArguments, SGTrainingArguments, SGBERTArguments), argv
-    )
+    model_args, data_args, training_args, sg_args = parse_args(RECORD.argument_types, argv)
     if sg_args.early_stopping_patience and training_args.eval_strategy == "no":
         raise CSEUsageError("--early_stopping_patience needs evaluations: set --eval_strategy steps, or pass 0")
     if sg_args.early_stopping_patience and training_args.metric_for_best_model is None:
@@ -42,7 +40,7 @@ def main(argv=None, callbacks=()):
             if training_args.local_process_index == 0:
                 write_stsb_corpus(data_args.train_file, data_args.senteval_data_dir)
     set_seed(training_args.seed)
-    built = build(model_args, sg_args)
+    built = RECORD.pieces(model_args, sg_args)
     callbacks = list(callbacks)
     if sg_args.early_stopping_patience:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=sg_args.early_stopping_patience))

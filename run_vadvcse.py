@@ -8,10 +8,10 @@ accelerate launch run_vadvcse.py configs/vadvcse_bert_base.yaml
 
 from transformers import set_seed
 
-from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from cse.arguments import parse_args
 from cse.environment import check_min_versions
 from cse.errors import run_cli
-from cse.methods.vadvcse import VAdvCSEArguments, build
+from cse.methods.vadvcse import RECORD
 from cse.pipeline import setup_logging, train_built
 
 
@@ -19,12 +19,10 @@ def main(argv=None, callbacks=()):
     """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
     Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     check_min_versions()
-    model_args, data_args, training_args, vadv_args = parse_args(
-        (ModelArguments, DataArguments, CSETrainingArguments, VAdvCSEArguments), argv
-    )
+    model_args, data_args, training_args, vadv_args = parse_args(RECORD.argument_types, argv)
     setup_logging(training_args)
     set_seed(training_args.seed)
-    built = build(model_args, vadv_args)
+    built = RECORD.pieces(model_args, vadv_args)
     return train_built(model_args, data_args, training_args, built, vadv_args, callbacks)
 
 

@@ -1,5 +1,5 @@
 """What the benchmark runs: the model shapes of each profile and, for each method, the run script and
-paper configuration it is timed with.
+paper configuration it is timed with (its record's ``bench``, :class:`cse.registry.BenchShape`).
 
 Every method is timed at its own paper shapes (batch, max_seq_length), read from its
 ``configs/<method>_*.yaml``: the bench only swaps in a random backbone of the profile's size and
@@ -9,13 +9,12 @@ not ask for).
 
 from __future__ import annotations
 
-import argparse
-import os
 from dataclasses import dataclass
 
-from cse.arguments import read_config_file
+from cse import registry
+from cse.registry import BenchShape
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BASELINE = "simcse"
 
 # One full reproduction run: an epoch of wiki1m (1,000,000 sentences) at batch 64, STS-B dev + SICK-R
 # trial every 125 steps (SimCSE's protocol, which the papers here follow).
@@ -45,61 +44,13 @@ class Profile:
         }
 
 
-@dataclass(frozen=True)
-class Method:
-    script: str  # the run_<method>.py module whose main() is timed
-    config: str  # the paper's configuration, relative to the repository root
-    backbone: str  # "bert" or "roberta": the paper's backbone family
-    args: tuple[str, ...] = ()  # flags after the config that select this variant
-    evaluates: bool = True  # its trainer runs the SentEval suites (CSETrainer.evaluate)
-
-    def shapes(self) -> dict:
-        config = read_config_file(os.path.join(REPO, self.config))
-        paper = {"batch_size": config["per_device_train_batch_size"], "max_seq_length": config["max_seq_length"]}
-        return {**paper, **shape_overrides(list(self.args))}
-
-
-def shape_overrides(argv: list[str]) -> dict:
-    """The batch size and max length that command-line flags set, if any."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--per_device_train_batch_size", dest="batch_size", type=int)
-    parser.add_argument("--max_seq_length", type=int)
-    overrides, _ = parser.parse_known_args(argv)
-    return {k: v for k, v in vars(overrides).items() if v is not None}
-
-
+# Every method's variants as its record declares them (cse.registry), SimCSE (the baseline) first, and
+# sentence-transformers' recipe for the same objective (bench/st_mnrl.py) at SimCSE's shapes.
 METHODS = {
-    "simcse": Method("run_simcse", "configs/simcse_bert_base.yaml", "bert"),
-    # The baseline at SG-BERT's shapes: overheads are measured against SimCSE on the same shapes.
-    "simcse-16x128": Method(
-        "run_simcse",
-        "configs/simcse_bert_base.yaml",
-        "bert",
-        ("--per_device_train_batch_size", "16", "--max_seq_length", "128"),
-    ),
-    "adcse": Method("run_adcse", "configs/adcse_bert_base.yaml", "bert"),
-    "mixcse": Method("run_mixcse", "configs/mixcse_bert_base.yaml", "bert"),
-    # Early stopping needs evaluations, which the timed loop leaves out.
-    "sgbert-sg": Method(
-        "run_sgbert",
-        "configs/sgbert_bert_base.yaml",
-        "bert",
-        ("--loss_variant", "base", "--early_stopping_patience", "0"),
-    ),
-    "sgbert-opt": Method(
-        "run_sgbert",
-        "configs/sgbert_bert_base.yaml",
-        "bert",
-        ("--loss_variant", "opt3", "--early_stopping_patience", "0"),
-    ),
-    "vadvcse": Method("run_vadvcse", "configs/vadvcse_bert_base.yaml", "bert", ("--num_steps", "1")),
-    "sarcse": Method("run_sarcse", "configs/sarcse_roberta_base.yaml", "roberta"),
-    # sentence-transformers' recipe for the same objective (bench/st_mnrl.py), at SimCSE's shapes
-    "st-mnrl": Method("bench.st_mnrl", "configs/simcse_bert_base.yaml", "bert", evaluates=False),
-}
-
-# Overhead targets (BENCHMARKS.md): step time relative to SimCSE's on the same profile.
-OVERHEAD_TARGETS = {"adcse": 1.5, "mixcse": 1.05, "sarcse": 1.3, "sgbert-opt": 1.6, "vadvcse": 2.3}
+    name: shape
+    for record in sorted(registry.records(), key=lambda record: record.name != BASELINE)
+    for name, shape in record.bench.items()
+} | {"st-mnrl": BenchShape("bench.st_mnrl", "configs/simcse_bert_base.yaml", "bert", evaluates=False)}
 
 PROFILES = {
     "cpu-tiny": Profile(

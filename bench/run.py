@@ -20,9 +20,10 @@ import tempfile
 import time
 
 from cse.environment import collect_environment
+from cse.registry import REPO, BenchShape, shape_overrides
 
 from .hardware import describe, measure_bf16_matmul_peak
-from .profiles import METHODS, PROFILES, REPO, Method, Profile, shape_overrides
+from .profiles import METHODS, PROFILES, Profile
 from .report import add_baseline_ratios, summarise, table
 from .worker import EVAL_SUITES
 
@@ -132,13 +133,15 @@ def save_random_backbone(family: str, profile: Profile, tokenizer_name: str, dir
     return directory
 
 
-def shapes(method: Method, extra: str) -> dict:
+def shapes(method: BenchShape, extra: str) -> dict:
     """The batch size and max length a method runs at: its paper configuration's and variant flags',
     unless ``--extra`` overrides them."""
     return {**method.shapes(), **shape_overrides(shlex.split(extra))}
 
 
-def method_argv(method: Method, args: argparse.Namespace, profile: Profile, model_dir: str, run_dir: str) -> list[str]:
+def method_argv(
+    method: BenchShape, args: argparse.Namespace, profile: Profile, model_dir: str, run_dir: str
+) -> list[str]:
     """The method's paper configuration with a random backbone, and nothing but training steps."""
     total_steps = args.warmup_steps + args.steps
     train_file = args.train_file

@@ -1,5 +1,6 @@
 """BibTeX entries of the papers this repository reproduces, as the ``citation`` of each loss, method
-trainer and exported model card (checked against the papers' own title pages)."""
+trainer, method record (:mod:`cse.registry`) and exported model card (checked against the papers' own
+title pages)."""
 
 import re
 
@@ -51,10 +52,6 @@ SGBERT = """@inproceedings{kim2021sgbert,
     11th International Joint Conference on Natural Language Processing (ACL-IJCNLP 2021)},
   year = {2021},
 }"""
-
-# Method name (as in run_<method>.py) -> its paper.
-METHODS = {"simcse": SIMCSE, "adcse": ADCSE, "mixcse": MIXCSE, "vadvcse": VADVCSE, "sarcse": SARCSE, "sgbert": SGBERT}
-
 
 def bibtex_field(entry: str, name: str) -> str:
     """A field of one of these entries, without BibTeX's braces and line breaks."""

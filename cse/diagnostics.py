@@ -24,27 +24,13 @@ from dataclasses import dataclass, field
 
 from transformers import set_seed
 
-from .arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
+from . import registry
+from .arguments import parse_args
 from .atomic import write_json
 from .environment import check_min_versions, collect_environment
 from .errors import CSEUsageError, run_cli
-from .methods import adcse, mixcse, sarcse, sgbert, vadvcse
-from .pipeline import build_simcse, build_trainer
+from .pipeline import build_trainer
 from .trainer import term_gradients
-
-BASE = (ModelArguments, DataArguments, CSETrainingArguments)
-SARCSE = (sarcse.SARCSEModelArguments, DataArguments, sarcse.SARCSETrainingArguments)
-SGBERT = (sgbert.SGModelArguments, sgbert.SGDataArguments, sgbert.SGTrainingArguments)
-# method -> (argument dataclasses, the method's own dataclass or None, build, flags it implies)
-METHODS = {
-    "simcse": (BASE, None, build_simcse, []),
-    "adcse": (BASE, adcse.AdCSEArguments, adcse.build, []),
-    "mixcse": (BASE, mixcse.MixCSEArguments, mixcse.build, []),
-    "vadvcse": (BASE, vadvcse.VAdvCSEArguments, vadvcse.build, []),
-    "sarcse": (SARCSE, sarcse.SARCSEArguments, sarcse.build, []),
-    "sg": (SGBERT, sgbert.SGBERTArguments, sgbert.build, ["--loss_variant", "base"]),
-    "sg-opt": (SGBERT, sgbert.SGBERTArguments, sgbert.build, ["--loss_variant", "opt3"]),
-}
 
 
 @dataclass
@@ -62,60 +48,33 @@ class DiagnosticsArguments:
             )
 
 
-def term_weights(method: str, method_args) -> dict[str, float]:
-    """The weight of each term in the method's loss, by the names its trainer gives the terms."""
-    if method == "vadvcse":
-        return {"contrastive": 1.0, "vadv": method_args.vadv_lambda}
-    if method == "sarcse":
-        return {
-            "contrastive": method_args.alpha,
-            "reconstruction": method_args.beta,
-            "reconstruction_positive": method_args.gamma,
-        }
-    if method in ("sg", "sg-opt"):
-        return {"contrastive": 1.0, "regularization": method_args.reg_lambda}
-    return {"contrastive": 1.0, "adversaries": 1.0}
-
-
-def vadv_divergences(trainer, model, inputs) -> dict[str, float]:
-    """F (as L_vadv reduces it) with independent and with shared dropout masks, and the mean ||r_i||."""
-    out = {}
-    for shared in (False, True):
-        _, _, stats = vadvcse.vadvcse_terms(
-            model, model, inputs, trainer.loss_fn, trainer.vadv_loss, trainer.vadv_lambda, shared_dropout=shared
-        )
-        out["shared" if shared else "independent"] = stats["loss_vadv"].item()
-        out["perturbation_norm"] = stats["perturbation_norm"].item()
-    return out
-
-
 def diagnose(method: str, argv: list[str]) -> dict:
-    dataclass_types, method_type, build, implied = METHODS[method]
-    types = (*dataclass_types, *([method_type] if method_type else []), DiagnosticsArguments)
-    parsed = parse_args(types, [*implied, *argv])
+    record, implied = registry.variant(method)
+    parsed = parse_args((*record.argument_types, DiagnosticsArguments), [*implied, *argv])
     model_args, data_args, training_args, diag_args = *parsed[:3], parsed[-1]
-    method_args = parsed[3] if method_type else None
+    method_args = parsed[3] if record.method_arguments else None
     training_args.per_device_train_batch_size = diag_args.batch_size
     set_seed(training_args.seed)
-    model, loss, trainer_class, trainer_kwargs = build(model_args, method_args)
+    model, loss, trainer_class, trainer_kwargs = record.pieces(model_args, method_args)
     # no evaluation runs, so no evaluation data is read
     trainer = build_trainer(
         model_args, data_args, training_args, model, loss, trainer_class, eval_dataset=(), **trainer_kwargs
     )
     if getattr(getattr(trainer, "reconstruction_loss", None), "needs_counts", False):
         trainer.count_token_frequencies()
-    weights = term_weights(method, method_args)
+    weights = record.term_weights(method_args)
     model.train()
-    batches, extras = [], []
+    batches, extras = [], {}
     for step, batch in enumerate(trainer.get_train_dataloader()):
         if step == diag_args.num_batches:
             break
         inputs = {k: v.to(training_args.device) for k, v in batch.items()}
-        terms = trainer.loss_terms(*trainer.training_loss(model, inputs))
+        terms = trainer.step_terms(model, inputs, separate=True).terms
         stats = term_gradients(terms, trainer.encoder_parameters())
         batches.append({k: v.item() for k, v in stats.items()})
-        if method == "vadvcse" and trainer.vadv_loss is not None:
-            extras.append(vadv_divergences(trainer, model, inputs))
+        for key, read in record.readings.items():
+            if reading := read(trainer, model, inputs):
+                extras.setdefault(key, []).append(reading)
     if len(batches) < diag_args.num_batches:
         raise CSEUsageError(
             f"the corpus gave {len(batches)} batches of {diag_args.batch_size}, not {diag_args.num_batches}"
@@ -146,8 +105,8 @@ def diagnose(method: str, argv: list[str]) -> dict:
         },
         "environment": collect_environment(training_args),
     }
-    if extras:
-        report["vadv"] = {key: mean(key, extras) for key in extras[0]}
+    for name, rows in extras.items():
+        report[name] = {key: mean(key, rows) for key in rows[0]}
     if diag_args.output_json:
         os.makedirs(os.path.dirname(os.path.abspath(diag_args.output_json)), exist_ok=True)
         write_json(diag_args.output_json, report, default=str)
@@ -182,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run script's (e.g. --model_name_or_path, --train_file, --vadv_reduction).",
         allow_abbrev=False,
     )
-    parser.add_argument("--method", required=True, choices=list(METHODS))
+    parser.add_argument("--method", required=True, choices=registry.variant_names())
     return parser
 
 

@@ -16,19 +16,12 @@ from collections.abc import Mapping, Sequence
 import yaml
 from huggingface_hub import ModelCard, ModelCardData, upload_folder
 
+from . import registry
 from .atomic import atomic_path
-from .citations import METHODS, bibtex_field
+from .citations import bibtex_field
 from .modeling import CSE_CONFIG_NAME, read_cse_config
 from .results import markdown_table
 
-METHOD_NAMES = {
-    "simcse": "SimCSE",
-    "adcse": "AdCSE",
-    "mixcse": "MixCSE",
-    "vadvcse": "V-advCSE",
-    "sarcse": "SARCSE",
-    "sgbert": "SG-BERT",
-}
 # What AutoModel's outputs give each exportable pooler's embedding (``outputs``: the model's output,
 # ``mask``: the attention mask as a float (batch, length, 1) tensor).
 POOLER_CODE = {
@@ -104,11 +97,13 @@ def build_model_card(
     ``settings``: the run's settings (:func:`cse.resume.run_settings`; their ``corpus`` group gives the
     distinct sentences); ``reports``: ``{mode: report}`` of the STS evaluations run on the final model
     (``{}`` for none); ``citations``: BibTeX entries, the method's paper first; ``selection``: which
-    weights were exported (:func:`cse.resume.model_selection`)."""
+    weights were exported (:func:`cse.resume.model_selection`); ``method``: the name of its record
+    (:mod:`cse.registry`)."""
+    record = registry.get(method)
     export_dir = export_dir or output_dir
     cse_config = read_cse_config(export_dir)
     sentence_transformers = os.path.isfile(os.path.join(export_dir, "modules.json"))
-    name = METHOD_NAMES.get(method, method)
+    name = record.display_name
     data = ModelCardData(
         library_name="sentence-transformers" if sentence_transformers else "transformers",
         tags=["sentence-transformers", "sentence-similarity", method, "cse"],
@@ -121,7 +116,7 @@ def build_model_card(
     repo = repo_id or os.path.abspath(output_dir)
     sections = [
         f"# {name} sentence encoder\n",
-        f"A sentence encoder trained with **{name}** (_{bibtex_field(METHODS[method], 'title')}_) from `{base_model}`, "
+        f"A sentence encoder trained with **{name}** (_{bibtex_field(record.citation, 'title')}_) from `{base_model}`, "
         "without labels, with the `cse` code base. Its sentence embedding is pooler "
         f"`{cse_config.get('pooler', 'unknown')}`; compare sentences with the cosine similarity.\n",
         "## Training data\n",

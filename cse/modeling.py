@@ -16,7 +16,6 @@ pooler reproduces our evaluation with no conversion step.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import logging
 import os
@@ -31,7 +30,7 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from . import atomic
+from . import atomic, registry
 from .distributed import whole_weights_loading
 from .errors import CSEUsageError
 from .export import write_sentence_transformers_files
@@ -43,9 +42,6 @@ CSE_CONFIG_NAME = "cse_config.json"
 # An encoding that lasts longer than this logs its progress this often (a CPU takes minutes for the
 # STS test sets), so that no evaluation is silent for long.
 PROGRESS_SECONDS = 5.0
-# Exports whose sentence embedding is more than a pooled backbone record a ``model_kind`` in
-# cse_config.json; this names the class that loads each (imported when needed).
-MODEL_KINDS = {"sarcse": "cse.methods.sarcse.SARCSEModel"}
 # Backbones whose attention mask transformers builds with ``create_bidirectional_mask``, which takes
 # a prepared 4D mask as it is (see :func:`prepared_attention_mask`).
 PREPARED_MASK_MODEL_TYPES = frozenset({"bert", "roberta"})
@@ -342,15 +338,14 @@ class CSEModel(nn.Module):
 
 
 def load_model(model_name_or_path: str, pooler_type: str | None = None, **kwargs) -> CSEModel:
-    """The encoder a directory holds: the class its ``cse_config.json`` names as ``model_kind``
-    (:data:`MODEL_KINDS`), else a backbone + pooler (:meth:`CSEModel.from_pretrained`)."""
+    """The encoder a directory holds: the class its ``cse_config.json`` names as ``model_kind`` (exports
+    whose sentence embedding is more than a pooled backbone; a method's record lists the kinds it
+    writes, :func:`cse.registry.model_kind`), else a backbone + pooler (:meth:`CSEModel.from_pretrained`)."""
     model_name_or_path = check_model_path(model_name_or_path, kwargs.get("cache_dir"))
     kind = read_cse_config(model_name_or_path).get("model_kind")
     if kind is None:
         return CSEModel.from_pretrained(model_name_or_path, pooler_type=pooler_type, **kwargs)
-    if kind not in MODEL_KINDS:
+    model_class = registry.model_kind(kind)
+    if model_class is None:
         raise ValueError(f"{model_name_or_path}: unknown model_kind {kind!r} in {CSE_CONFIG_NAME}")
-    module, name = MODEL_KINDS[kind].rsplit(".", 1)
-    return getattr(importlib.import_module(module), name).from_pretrained(
-        model_name_or_path, pooler_type=pooler_type, **kwargs
-    )
+    return model_class.from_pretrained(model_name_or_path, pooler_type=pooler_type, **kwargs)

@@ -14,12 +14,10 @@ import datasets
 import transformers
 
 from .atomic import STAGING_NAME, atomic_path, publish, staging_dir, write_json
-from .citations import METHODS
 from .data import TwoViewCollator, build_train_dataset
 from .environment import collect_environment
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
-from .losses import InfoNCELoss
 from .model_card import push_encoder, write_model_card
 from .modeling import CSE_CONFIG_NAME, CSEModel
 from .paths import default_train_file
@@ -77,28 +75,21 @@ def load_encoder(model_args) -> CSEModel:
     )
 
 
-def method_name(method_args=None) -> str:
-    """The method a run trains: the ``cse.methods`` module of its arguments' dataclass, or SimCSE."""
-    if method_args is None:
-        return "simcse"
-    name = type(method_args).__module__.rsplit(".", 1)[-1]
-    if name not in METHODS:
-        raise ValueError(f"{type(method_args).__name__} is no method's arguments (methods: {', '.join(METHODS)})")
-    return name
-
-
 def save_model_card(
     trainer, model_args, data_args, method_args, train_sentences: int, reports: dict, export_dir: str
 ) -> None:
     """Write the exported encoder's ``README.md`` (:mod:`cse.model_card`) into ``export_dir``, where
-    the export is staged, in the main process."""
+    the export is staged, in the main process, for the method the trainer was built for (its
+    ``method`` record, :meth:`cse.registry.MethodRecord.pieces`)."""
     if not trainer.is_world_process_zero():
         return
     args = trainer.args
-    method = method_name(method_args)
+    record = trainer.method
+    if record is None:
+        raise ValueError("the trainer was built without its method's record (MethodRecord.pieces): no model card")
     write_model_card(
         args.output_dir,
-        method=method,
+        method=record.name,
         base_model=model_args.model_name_or_path,
         train_source=data_args.dataset_name or data_args.train_file or default_train_file(),
         train_dataset_name=data_args.dataset_name,
@@ -106,20 +97,11 @@ def save_model_card(
         settings=run_settings(model_args, data_args, args, method_args, trainer.corpus_statistics),
         selection=model_selection(trainer),
         reports=reports,
-        citations=list(dict.fromkeys([METHODS[method], *trainer.citations])),
+        citations=list(dict.fromkeys([record.citation, *trainer.citations])),
         environment=collect_environment(args),
         repo_id=args.hub_model_id if args.push_to_hub else None,
         export_dir=export_dir,
     )
-
-
-def build_simcse(model_args, method_args=None):
-    """Unsupervised SimCSE's encoder (a fresh head on [CLS]) and InfoNCE loss, as :func:`train_and_evaluate`
-    takes them: ``(model, loss, trainer_class, trainer_kwargs)``."""
-    model = load_encoder(model_args)
-    if model.pooler_type == "cls":
-        model.reset_head()
-    return model, InfoNCELoss(temperature=model_args.temp), CSETrainer, {}
 
 
 def build_trainer(model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, **trainer_kwargs):

@@ -13,6 +13,7 @@ import logging
 import operator
 import os
 from collections.abc import Sized
+from typing import NamedTuple
 
 import torch
 from accelerate.utils import broadcast_object_list
@@ -28,6 +29,7 @@ from . import citations
 from .data import CorpusStatistics
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
+from .registry import MethodRecord
 from .reliability import PROGRESS, NonFiniteGuard, check_finite_weights
 from .resume import TRAINER_STATE_NAME, check_checkpoint_matches
 
@@ -40,6 +42,28 @@ DEV_METRICS = {"STS-B": "stsb_spearman", "SICK-R": "sickr_spearman", "Avg.": "av
 def total(terms: dict[str, torch.Tensor]) -> torch.Tensor:
     """The sum of the terms, left to right, with no operator beyond the additions."""
     return functools.reduce(operator.add, terms.values())
+
+
+class StepLoss(NamedTuple):
+    """A batch's loss as :meth:`CSETrainer.training_loss` gives it: ``terms``, the weighted terms by
+    name (``term_<t>`` in the log), whose sum (:func:`total`) is the loss; ``statistics``, scalars for
+    the training log (:meth:`CSETrainer.record_training_metrics`); ``outputs``, the model's
+    (``embeddings``: the two views')."""
+
+    terms: dict[str, torch.Tensor]
+    statistics: dict[str, torch.Tensor]
+    outputs: dict
+
+
+def pair_loss_terms(loss: nn.Module, anchors, positives, separate: bool = False):
+    """``(terms, statistics)`` of a loss of the two views' embeddings: its own ``terms`` where it has
+    them (:mod:`cse.losses`' with statistics or separable terms), else its value as the one term
+    ``contrastive``. ``separate``: split the terms as finely as the loss can, at the cost of operators
+    (the logging steps of ``--log_term_gradients`` only)."""
+    terms = getattr(loss, "terms", None)
+    if terms is None:
+        return {"contrastive": loss(anchors, positives)}, {}
+    return terms(anchors, positives, separate=separate)
 
 
 def term_gradients(terms: dict[str, torch.Tensor], parameters: list[torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -68,6 +92,7 @@ class CSETrainer(Trainer):
     senteval_data_dir: SentEval data for model selection (default ``$CSE_DATA_DIR/senteval``).
     corpus_statistics: the training corpus' :class:`cse.data.CorpusStatistics`, recorded in
         ``run_args.json`` and the model card (None: not counted).
+    method: the record of the method trained (:mod:`cse.registry`), which names it in the model card.
     """
 
     citation = citations.SIMCSE
@@ -81,6 +106,7 @@ class CSETrainer(Trainer):
         senteval_data_dir: str | None = None,
         eval_dataset=None,
         corpus_statistics: CorpusStatistics | None = None,
+        method: MethodRecord | None = None,
         **kwargs,
     ):
         if eval_dataset is None:
@@ -88,6 +114,7 @@ class CSETrainer(Trainer):
         super().__init__(*args, eval_dataset=eval_dataset, **kwargs)
         self.loss_fn = loss
         self.corpus_statistics = corpus_statistics
+        self.method = method
         self._recorded: dict[str, list[torch.Tensor]] = {}
         self._compiled_training_loss = None
         if self.args.torch_compile:
@@ -161,16 +188,15 @@ class CSETrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.is_term_logging_step(model):
-            # Eager, so that the terms are tensors of this step's graph: the compiled step returns the
-            # loss alone. Only the logging steps of --log_term_gradients take this path.
-            loss, outputs, statistics = self.training_loss(model, inputs)
-            terms = self.loss_terms(loss, outputs, statistics)
-            self.record_training_metrics(**term_gradients(terms, self.encoder_parameters()))
+            # Eager, and with the terms separated as finely as the losses can: only the logging steps
+            # of --log_term_gradients take this path, which costs one backward per term.
+            loss, step = self.training_loss(model, inputs, separate=True)
+            self.record_training_metrics(**term_gradients(step.terms, self.encoder_parameters()))
         else:
-            loss, outputs, statistics = self._training_loss(model, inputs)
+            loss, step = self._training_loss(model, inputs)
         if model.training:
-            self.record_training_metrics(**statistics)
-        return (loss, outputs) if return_outputs else loss
+            self.record_training_metrics(**step.statistics)
+        return (loss, step.outputs) if return_outputs else loss
 
     @property
     def _training_loss(self):
@@ -186,20 +212,21 @@ class CSETrainer(Trainer):
             )
         return self._compiled_training_loss
 
-    def training_loss(self, model, inputs) -> tuple[torch.Tensor, dict, dict[str, torch.Tensor]]:
-        """``(loss, outputs, statistics)`` of a batch: the model's forward and the loss, free of side
-        effects outside the model and the loss so that ``torch.compile`` traces it as one graph;
-        ``statistics`` are scalars for the training log (:meth:`record_training_metrics`)."""
-        views = model(**inputs)
-        loss = self.loss_fn(views[:, 0], views[:, 1])
-        return loss, {"embeddings": views}, {}
+    def training_loss(self, model, inputs, separate: bool = False) -> tuple[torch.Tensor, StepLoss]:
+        """``(loss, step)`` of a batch: :meth:`step_terms` and the sum of its terms, free of side
+        effects outside the model and the loss so that ``torch.compile`` traces it as one graph."""
+        step = self.step_terms(model, inputs, separate)
+        return total(step.terms), step
 
-    def loss_terms(self, loss: torch.Tensor, outputs: dict, statistics: dict) -> dict[str, torch.Tensor]:
-        """The weighted terms of ``loss`` by name (they sum to it), from what :meth:`training_loss`
-        returned for the batch. Called at the steps that log them only (``--log_term_gradients``), so
-        that a term that costs operators to separate costs them there alone. A method whose objective
-        has several terms overrides this."""
-        return {"contrastive": loss}
+    def step_terms(self, model, inputs, separate: bool = False) -> StepLoss:
+        """The batch's :class:`StepLoss`: the model's forward and the loss's terms. A method that adds
+        a term overrides this, calls ``super().step_terms`` first and adds its terms and statistics
+        to those it gets, so that methods combine by inheritance (``class T(VAdvCSETrainer,
+        MixCSETrainer)`` keeps both methods' terms and statistics). ``separate``: see
+        :func:`pair_loss_terms`."""
+        views = model(**inputs)
+        terms, statistics = pair_loss_terms(self.loss_fn, views[:, 0], views[:, 1], separate)
+        return StepLoss(terms, statistics, {"embeddings": views})
 
     def is_term_logging_step(self, model) -> bool:
         """Whether the training step under way ends in a log line (``--log_term_gradients``), from the

@@ -31,10 +31,11 @@ def main(batch_file, out_dir):
             batch[k][rank * n : (rank + 1) * n].clone().requires_grad_(True) for k in ("anchors", "positives")
         )
         loss_fn = MixCSELoss(temperature=0.1, **kwargs)
-        loss = loss_fn(anchors, positives)
+        terms, statistics = loss_fn.terms(anchors, positives)
+        loss = terms["contrastive"]
         loss.backward()
         results[f"{name}.loss"] = loss.detach().reshape(1)
-        for stat, value in loss_fn.statistics.items():
+        for stat, value in statistics.items():
             results[f"{name}.{stat}"] = value.reshape(1)
         # DDP averages parameter gradients over the processes: the same division, done here by hand
         results[f"{name}.anchors_grad"] = anchors.grad / world

@@ -60,7 +60,9 @@ def test_loss_equals_float64_hand_computation(form, tau):
         loss.adversaries.copy_(torch.randn(4, 5, generator=g) * 3.0)  # raw norms != 1: normalised at use
     expected, share = hand_loss(h, hp, loss.adversaries.detach(), tau, form)
     assert loss(h, hp).item() == pytest.approx(expected, rel=1e-5)
-    assert loss.statistics["adversary_share"].item() == pytest.approx(share, rel=1e-4)
+    terms, statistics = loss.terms(h, hp)
+    assert list(terms) == ["contrastive"] and terms["contrastive"].item() == pytest.approx(expected, rel=1e-5)
+    assert statistics["adversary_share"].item() == pytest.approx(share, rel=1e-4)
 
 
 def test_loss_forms_differ_and_bad_arguments_are_refused():
@@ -283,7 +285,8 @@ def test_adversary_step_is_sgd_ascent_with_weight_decay_on_the_unscaled_gradient
     for _ in range(2):
         g = torch.randn_like(trainer.adversaries)
         trainer.adversaries.grad = g * scale  # as an fp16 loss scale leaves it
-        trainer.adversary_step(loss_scale=scale)
+        trainer._step_loss_scale = scale
+        trainer.after_optimizer_step()
         # the released code: v <- mu v + (-g + wd n); n <- n - lr v  (ascent on L)
         v = mu * v + (-g.double() + wd * n)
         n = n - lr * v

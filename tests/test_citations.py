@@ -1,4 +1,5 @@
-"""Every loss and method cites its paper, and every loss docstring's example runs."""
+"""Every loss and method cites its paper, every method's record is complete, and every loss
+docstring's example runs."""
 
 import doctest
 import importlib
@@ -7,10 +8,10 @@ import re
 
 import pytest
 
-from cse import citations
+from cse import citations, registry
 from cse.trainer import CSETrainer
 
-from .conftest import SHARED
+from .conftest import REPO, SHARED
 
 LOSS_MODULES = ["infonce", "adcse", "mixcse", "reconstruction", "sgbert", "vadvcse"]
 LOSSES = {
@@ -65,12 +66,27 @@ def test_loss_docstring_has_relations_example_and_config(dotted):
     + [(CSETrainer, "simcse")],
 )
 def test_losses_and_trainers_cite_their_paper(cls, method):
-    assert cls.citation == citations.METHODS[method]
+    assert cls.citation == registry.get(method).citation
 
 
-@pytest.mark.parametrize("method", sorted(citations.METHODS))
+@pytest.mark.parametrize("record", registry.records(), ids=lambda record: record.name)
+def test_every_method_record_is_complete(record):
+    """A name to show, a paper, a build, a benchmark shape whose script and configuration exist, and a
+    docs page that exists; term weights for every argument default."""
+    assert record.display_name and record.citation in vars(citations).values() and callable(record.build)
+    assert record.bench, f"{record.name} has no benchmark shape"
+    for shape in record.bench.values():
+        assert os.path.isfile(os.path.join(REPO, f"{shape.script}.py")), shape.script
+        assert os.path.isfile(os.path.join(REPO, shape.config)), shape.config
+        assert shape.backbone in ("bert", "roberta")
+    assert os.path.isfile(os.path.join(REPO, record.docs)), record.docs
+    defaults = record.method_arguments() if record.method_arguments else None
+    assert all(isinstance(weight, float) for weight in record.term_weights(defaults).values())
+
+
+@pytest.mark.parametrize("method", [record.name for record in registry.records()])
 def test_citation_is_bibtex_with_title_author_year(method):
-    entry = citations.METHODS[method]
+    entry = registry.get(method).citation
     assert BIBTEX.match(entry), entry
     for name in ("title", "author", "year"):
         assert field(entry, name).strip()
@@ -86,7 +102,7 @@ def test_citation_title_and_authors_match_the_paper(method):
         pytest.skip(f"{path} not available")
     with open(path, encoding="utf-8") as f:
         head = f.read(3000)
-    entry = citations.METHODS[method]
+    entry = registry.get(method).citation
     assert plain(field(entry, "title")) in plain(head)
     for author in field(entry, "author").split(" and "):
         surname, given = (part.strip() for part in author.split(","))

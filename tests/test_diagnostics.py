@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import run_sarcse
 import run_vadvcse
-from cse import diagnostics
+from cse import diagnostics, registry
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
 from cse.losses import InfoNCELoss
 from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss
@@ -247,7 +247,7 @@ def test_resume_refuses_the_other_reconstruction_reduction(tmp_path):
         find_checkpoint(ModelArguments(), DataArguments(), training, SARCSEArguments(reconstruction_reduction="sum"))
 
 
-@pytest.mark.parametrize("method", list(diagnostics.METHODS))
+@pytest.mark.parametrize("method", registry.variant_names())
 def test_diagnostics_cli_runs_every_method(request, tmp_path, method):
     family = "roberta" if method == "sarcse" else "bert"
     model_dir = request.getfixturevalue(f"tiny_{family}")

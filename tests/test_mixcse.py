@@ -115,7 +115,8 @@ def test_loss_and_scores_equal_float64_hand_computation(form, ablation, tau, lam
     assert loss_fn(z1, z2).item() == pytest.approx(expected, rel=1e-5)
     n = len(z1)
     cosines = [[cos(a, b) / tau for b in z2.double().tolist()] for a in z1.double().tolist()]
-    stats = loss_fn.statistics
+    terms, stats = loss_fn.terms(z1, z2)
+    assert list(terms) == ["contrastive"] and terms["contrastive"].item() == pytest.approx(expected, rel=1e-5)
     assert stats["positive_score"].item() == pytest.approx(sum(cosines[i][i] for i in range(n)) / n, rel=1e-5)
     negative = sum(cosines[i][j] for i in range(n) for j in range(n) if i != j) / (n * (n - 1))
     assert stats["negative_score"].item() == pytest.approx(negative, rel=1e-5, abs=1e-5)
@@ -237,11 +238,12 @@ def test_two_processes_equal_one_process_on_the_concatenated_batch(tmp_path):
     for name, kwargs in CONFIGS.items():
         loss_fn = MixCSELoss(temperature=0.1, **kwargs)
         a, b = z1.clone().requires_grad_(True), z2.clone().requires_grad_(True)
-        loss = loss_fn(a, b)
+        terms, statistics = loss_fn.terms(a, b)
+        loss = terms["contrastive"]
         loss.backward()
         for r, result in enumerate(ranks):
             torch.testing.assert_close(result[f"{name}.loss"][0], loss.detach(), rtol=1e-6, atol=1e-6)
-            for stat, value in loss_fn.statistics.items():
+            for stat, value in statistics.items():
                 torch.testing.assert_close(result[f"{name}.{stat}"][0], value, rtol=1e-6, atol=1e-6)
             rows = slice(4 * r, 4 * r + 4)
             torch.testing.assert_close(result[f"{name}.anchors_grad"], a.grad[rows], rtol=1e-5, atol=1e-7)

@@ -250,6 +250,58 @@ def test_shared_dropout_makes_the_divergence_measure_r_alone(tiny_bert):
         replaying_rng(torch.device("mps"))
 
 
+# --- combined with another method's trainer -------------------------------------------------------
+
+
+def test_combined_with_mixcse_by_inheritance_keeps_both_methods_terms_and_statistics(no_dropout_bert, tmp_path):
+    """``class T(VAdvCSETrainer, MixCSETrainer)``: MixCSE's loss is the contrastive term, V-advCSE adds
+    lambda L_vadv, and the log holds both methods' statistics (Fig. 4(a)'s scores by hand in float64,
+    L_vadv, ||r||) and both terms (the loss is their sum)."""
+    from cse.losses.mixcse import MixCSELoss
+    from cse.methods.mixcse import MixCSETrainer
+
+    class MixVAdvTrainer(VAdvCSETrainer, MixCSETrainer):
+        pass
+
+    tau, lam = 0.05, 0.5
+    tok = AutoTokenizer.from_pretrained(no_dropout_bert)
+    args = CSETrainingArguments(
+        str(tmp_path), per_device_train_batch_size=6, use_cpu=True, report_to=[], log_term_gradients=True
+    )
+    trainer = MixVAdvTrainer(
+        model=CSEModel.from_pretrained(no_dropout_bert, pooler_type="cls", mlp_only_train=True),
+        args=args,
+        data_collator=TwoViewCollator(tok),
+        processing_class=tok,
+        loss=MixCSELoss(temperature=tau),
+        senteval_data_dir=SENTEVAL,
+        vadv_loss=RecordingSearch("js", "linf", sigma=1e-3, epsilon=5e-2, step_size=5e-2),
+        vadv_lambda=lam,
+    )
+    trainer.state.logging_steps = 1  # the step logs: the terms are separated and their gradients measured
+    trainer.model.train()
+    batch = batch_of(no_dropout_bert)
+    loss = trainer.compute_loss(trainer.model, batch)
+    logged = {name: values[-1].item() for name, values in trainer._recorded.items()}
+    mixcse = {"positive_score", "negative_score", "mix_score"}
+    vadv = {"loss_contrastive", "loss_vadv", "perturbation_norm"}
+    terms = {f"term{part}_{name}" for name in ("contrastive", "vadv") for part in ("", "_grad_norm", "_share")}
+    assert set(logged) == mixcse | vadv | terms
+    with torch.no_grad():
+        views = trainer.model(**batch).double()
+    unit = views / views.norm(dim=-1, keepdim=True)
+    cosines = unit[:, 0] @ unit[:, 1].T / tau
+    n = len(cosines)
+    assert logged["positive_score"] == pytest.approx(cosines.diagonal().mean().item(), rel=1e-5)
+    negative = (cosines.sum() - cosines.diagonal().sum()) / (n * (n - 1))
+    assert logged["negative_score"] == pytest.approx(negative.item(), rel=1e-5, abs=1e-5)
+    assert logged["term_contrastive"] == logged["loss_contrastive"]
+    assert logged["term_contrastive"] == pytest.approx(MixCSELoss(tau)(views[:, 0], views[:, 1]).item(), rel=1e-5)
+    assert logged["term_vadv"] == pytest.approx(lam * logged["loss_vadv"], rel=1e-6) and logged["loss_vadv"] > 0
+    assert loss.item() == pytest.approx(logged["term_contrastive"] + logged["term_vadv"], rel=1e-6)
+    assert torch.all(trainer.vadv_loss.r.abs() <= 5e-2 + 1e-9) and logged["perturbation_norm"] > 0
+
+
 # --- two processes ---------------------------------------------------------------------------------
 
 

@@ -87,7 +87,6 @@ class AdversarialInfoNCELoss(nn.Module):
         # gradient scales as 1/||n|| and their change of direction per step as 1/||n||^2: the scale
         # of this draw (||n|| ~ sqrt(d)) acts as part of the adversaries' learning rate.
         self.adversaries = nn.Parameter(torch.randn(num_adversaries, hidden_size))
-        self.statistics: dict[str, torch.Tensor] = {}  # of the last batch, for the training log
 
     @property
     def num_adversaries(self) -> int:
@@ -104,6 +103,20 @@ class AdversarialInfoNCELoss(nn.Module):
         return torch.cat([positive, adversarial], dim=1)
 
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+        return self.terms(anchors, positives)[0]["contrastive"]
+
+    def terms(self, anchors: torch.Tensor, positives: torch.Tensor, separate: bool = False):
+        """``(terms, statistics)``: the loss as one term ``contrastive``, or, with ``separate``,
+        ``contrastive``, q's loss without the adversaries in its softmax (:meth:`without_adversaries`),
+        and ``adversaries``, what they add to it (the loss minus that, one more softmax: logging steps
+        only); and the adversaries' share of the softmax and mean cosine, for the training log."""
+        loss, statistics = self._loss(anchors, positives)
+        if not separate:
+            return {"contrastive": loss}, statistics
+        in_batch = self.without_adversaries(anchors, positives)
+        return {"contrastive": in_batch, "adversaries": loss - in_batch}, statistics
+
+    def _loss(self, anchors: torch.Tensor, positives: torch.Tensor):
         if self.gather_across_devices:
             anchors, positives = all_gather_with_grad(anchors), all_gather_with_grad(positives)
         n = anchors.shape[0]
@@ -121,11 +134,11 @@ class AdversarialInfoNCELoss(nn.Module):
         with torch.no_grad():
             # The adversaries' share of each anchor's softmax scales their gradient: logged to show
             # whether they are learning (at tau = 0.05 random ones hold ~e^-20 of it).
-            self.statistics = {
+            statistics = {
                 "adversary_share": logits.softmax(-1)[:, -self.num_adversaries :].sum(-1).mean(),
                 "adversary_cosine": logits[:, -self.num_adversaries :].mean() * self.temperature,
             }
-        return loss
+        return loss, statistics
 
     def without_adversaries(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         """L with the adversaries' columns left out of the softmax: the in-batch InfoNCE (released), 0

@@ -87,8 +87,9 @@ class MixCSELoss(nn.Module):
         >>> anchors = torch.randn(8, 16)
         >>> loss(anchors, anchors + 0.01 * torch.randn(8, 16)).shape
         torch.Size([])
-        >>> sorted(loss.statistics)  # Fig. 4(a)'s batch means
-        ['mix_score', 'negative_score', 'positive_score']
+        >>> terms, statistics = loss.terms(anchors, anchors + 0.01 * torch.randn(8, 16))
+        >>> list(terms), sorted(statistics)  # the one term; Fig. 4(a)'s batch means
+        (['contrastive'], ['mix_score', 'negative_score', 'positive_score'])
     """
 
     citation = citations.MIXCSE
@@ -117,13 +118,18 @@ class MixCSELoss(nn.Module):
         self.single = single
         self.stop_gradient = stop_gradient
         self.gather_across_devices = gather_across_devices
-        self.statistics: dict[str, torch.Tensor] = {}  # of the last batch, for the training log
 
     def _mixed(self, x: torch.Tensor) -> torch.Tensor:
         mixed = mix(x, self.mix_lambda)
         return mixed.detach() if self.stop_gradient else mixed
 
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+        return self.terms(anchors, positives)[0]["contrastive"]
+
+    def terms(self, anchors: torch.Tensor, positives: torch.Tensor, separate: bool = False):
+        """``({"contrastive": loss}, statistics)``: the loss (one term: the mixed negatives change its
+        denominator, they add no term; ``separate`` changes nothing) and Fig. 4(a)'s batch means for
+        the training log."""
         if self.gather_across_devices:
             anchors, positives = all_gather_with_grad(anchors), all_gather_with_grad(positives)
         n = anchors.shape[0]
@@ -141,12 +147,12 @@ class MixCSELoss(nn.Module):
             # Fig. 4(a): batch means of h_i.h'_i/tau, h_i.h'_j/tau (j != i) and the anchors' mixed scores
             # (the off-diagonal mean from sums: selecting it with a mask would wait for the GPU)
             diagonal = similarities.diagonal()
-            self.statistics = {
+            statistics = {
                 "positive_score": diagonal.mean(),
                 "negative_score": (similarities.sum() - diagonal.sum()) / (n * (n - 1)),
                 "mix_score": torch.cat(mix_scores).mean(),
             }
-        return loss
+        return {"contrastive": loss}, statistics
 
     def _released(self, z1, z2, similarities, labels):
         eye = torch.eye(len(labels), dtype=torch.bool, device=z1.device)

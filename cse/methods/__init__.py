@@ -1,2 +1,2 @@
-"""One module per method: its argument dataclass and its ``CSETrainer`` subclass (the loss lives in
-``cse.losses``)."""
+"""One module per method: its argument dataclass, its ``CSETrainer`` subclass and its record
+(:mod:`cse.registry`); the loss lives in ``cse.losses``."""

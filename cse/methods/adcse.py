@@ -38,6 +38,7 @@ from ..losses import InfoNCELoss
 from ..losses.adcse import LOSS_FORMS, AdversarialInfoNCELoss
 from ..modeling import CSEModel
 from ..pipeline import load_encoder
+from ..registry import BenchShape, MethodRecord, register
 from ..resume import resolve_checkpoint
 from ..trainer import CSETrainer
 
@@ -185,7 +186,8 @@ class MomentumDualEncoder(CSEModel):
 
 class AdCSETrainer(CSETrainer):
     """``CSETrainer`` that, once per optimizer step (after gradient accumulation, whatever the number
-    of micro-batches), takes the adversaries' ascent step and then the momentum update of p.
+    of micro-batches), takes the adversaries' ascent step and then the momentum update of p
+    (:meth:`after_optimizer_step`).
 
     The adversaries live in the loss, outside the model: the Trainer's optimizer, gradient clipping,
     loss scaling, DDP and DeepSpeed never see them. Their gradient is unscaled here (fp16: the
@@ -227,6 +229,7 @@ class AdCSETrainer(CSETrainer):
         self.momentum_master: dict[str, torch.Tensor] | None = None
         self._saved_momentum_master: dict[str, torch.Tensor] | None = None
         self._resuming = False
+        self._step_loss_scale = 1.0
         self.adversaries = getattr(self.loss_fn, "adversaries", None)
         self.adversary_optimizer = None
         if self.adversaries is not None:
@@ -241,7 +244,7 @@ class AdCSETrainer(CSETrainer):
             if world_size() > 1:
                 # Seeded alike on every process; made bit-identical so that they stay so.
                 dist.broadcast(self.adversaries.data, src=0)
-        self.add_callback(_AdCSEUpdates(self))
+        self.add_callback(_AfterOptimizerStep(self))
 
     def checkpoint_files(self) -> tuple[str, ...]:
         files = () if self.adversaries is None else (ADVERSARY_STATE_NAME,)
@@ -249,18 +252,6 @@ class AdCSETrainer(CSETrainer):
         if self.dual_encoder is not None and self.is_deepspeed_enabled and (self.args.bf16 or self.args.fp16):
             files += (MOMENTUM_MASTER_NAME,)
         return files
-
-    def training_loss(self, model, inputs):
-        loss, outputs, _ = super().training_loss(model, inputs)
-        return loss, outputs, dict(getattr(self.loss_fn, "statistics", {}))
-
-    def loss_terms(self, loss, outputs, statistics):
-        if self.adversaries is None:
-            return super().loss_terms(loss, outputs, statistics)
-        # q's loss without the adversaries in its softmax, and what they add to it
-        views = outputs["embeddings"]
-        in_batch = self.loss_fn.without_adversaries(views[:, 0], views[:, 1])
-        return {"contrastive": in_batch, "adversaries": loss - in_batch}
 
     @property
     def dual_encoder(self) -> MomentumDualEncoder | None:
@@ -275,17 +266,35 @@ class AdCSETrainer(CSETrainer):
         scaler = self.accelerator.scaler
         return scaler.get_scale() if scaler is not None and scaler.is_enabled() else 1.0
 
-    def adversary_step(self, loss_scale: float) -> None:
-        grad = self.adversaries.grad
-        if grad is None:
-            raise RuntimeError("the adversaries received no gradient: the loss does not use them")
-        if loss_scale != 1.0:
-            grad.div_(loss_scale)
-        if world_size() > 1:
-            dist.all_reduce(grad)
-            grad.div_(world_size())
-        self.adversary_optimizer.step()
-        self.adversary_optimizer.zero_grad(set_to_none=True)
+    def after_optimizer_step(self) -> None:
+        """AdCSE's step, right after the Trainer's optimizer has updated q (Eq. 6): the adversaries'
+        ascent on the same backward's gradient (Eq. 7), then p's momentum update from the new q
+        (Eq. 4, which reads q after its step). Neither is the Trainer's optimizer's business: the
+        adversaries ascend where q descends, and p has no gradient.
+
+        After an fp16 overflow the scaler skipped q's step, so the adversaries and p stay too."""
+        adversaries = self.adversaries
+        if self.accelerator.optimizer_step_was_skipped:
+            if adversaries is not None:
+                self.adversary_optimizer.zero_grad(set_to_none=True)
+            return
+        if adversaries is not None:
+            grad = adversaries.grad
+            if grad is None:
+                raise RuntimeError("the adversaries received no gradient: the loss does not use them")
+            # The backward scaled the gradient by fp16's loss scale, and no DDP or DeepSpeed hook saw
+            # it: unscale it and average it over the processes here.
+            if self._step_loss_scale != 1.0:
+                grad.div_(self._step_loss_scale)
+            if world_size() > 1:
+                dist.all_reduce(grad)
+                grad.div_(world_size())
+            self.adversary_optimizer.step()
+            self.adversary_optimizer.zero_grad(set_to_none=True)
+        if self.momentum_master is not None:
+            master_momentum_update(self.dual_encoder, self.momentum_master, self.is_deepspeed_enabled)
+        elif self.dual_encoder is not None:
+            self.dual_encoder.momentum_update()
 
     def adversary_state(self) -> dict[str, torch.Tensor]:
         state = {"adversaries": self.adversaries.detach()}
@@ -315,48 +324,11 @@ class AdCSETrainer(CSETrainer):
         logger.info("adversaries and their optimizer state restored from %s", path)
 
     def prepare_momentum_master(self) -> None:
-        """Once the model is wrapped (and cast, and a checkpoint loaded): give 16-bit p its fp32
-        master, restored from the checkpoint when resuming; with fp32 p, take the checkpoint's master
-        as p (it is p, exactly, where the checkpoint's p was rounded)."""
+        """Once the model is wrapped (and cast, and a checkpoint loaded): p's fp32 master where p is
+        in 16 bits (:func:`momentum_master`)."""
         encoder, saved = self.dual_encoder, self._saved_momentum_master
-        self.momentum_master, self._saved_momentum_master = None, None
-        if encoder is None:
-            return
-        p = dict(encoder.momentum_backbone.named_parameters())
-        if saved is not None and saved.keys() != p.keys():
-            raise ValueError(f"{MOMENTUM_MASTER_NAME} does not hold this model's encoder p")
-        if all(t.dtype == torch.float32 for t in p.values()):
-            if saved is not None:
-                with torch.no_grad():
-                    for name, t in p.items():
-                        t.copy_(saved[name])
-            return
-        if saved is None and self._resuming:
-            raise FileNotFoundError(
-                f"the checkpoint lacks {MOMENTUM_MASTER_NAME}: its p was saved without an fp32 master, so resuming "
-                "in 16 bits would continue from a rounded p; resume with the precision it was saved with"
-            )
-        if saved is None:  # a fresh start: p is still q's (16-bit) copy, as is q's fp32 master
-            saved = {name: t.detach().float().clone() for name, t in p.items()}
-        self.momentum_master = saved
-        with torch.no_grad():
-            for name, t in p.items():
-                t.copy_(self.momentum_master[name])
-        logger.info("momentum encoder p is %s: Eq. 4 runs on an fp32 master copy", next(iter(p.values())).dtype)
-
-    @torch.no_grad()
-    def master_momentum_update(self) -> None:
-        """Eq. 4 on p's fp32 master, from q's fp32 weights (the optimizer's master under DeepSpeed)."""
-        encoder = self.dual_encoder
-        m, q = encoder.momentum, dict(encoder.backbone.named_parameters())
-        if self.is_deepspeed_enabled:
-            from deepspeed.utils import safe_get_full_fp32_param
-        for name, p in encoder.momentum_backbone.named_parameters():
-            q_fp32 = safe_get_full_fp32_param(q[name]) if self.is_deepspeed_enabled else None
-            q_fp32 = q[name].float() if q_fp32 is None else q_fp32
-            master = self.momentum_master[name]
-            master.mul_(m).add_(q_fp32.to(master.device), alpha=1.0 - m)
-            p.copy_(master)
+        self._saved_momentum_master = None
+        self.momentum_master = None if encoder is None else momentum_master(encoder, saved, self._resuming)
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
@@ -384,12 +356,54 @@ class AdCSETrainer(CSETrainer):
             save_file(master, os.path.join(output_dir, MOMENTUM_MASTER_NAME))
 
 
-class _AdCSEUpdates(TrainerCallback):
-    """The steps the Trainer's optimizer does not take, at the Trainer's optimizer-step events."""
+def momentum_master(encoder: MomentumDualEncoder, saved: dict | None, resuming: bool) -> dict | None:
+    """p's fp32 master weights where DeepSpeed's engine has cast p to 16 bits (restored from the
+    checkpoint's ``saved`` when resuming, else p's own weights), copied into p; ``None`` for fp32 p,
+    which then takes the checkpoint's master if there is one (it is p, exactly, where the
+    checkpoint's p was rounded)."""
+    p = dict(encoder.momentum_backbone.named_parameters())
+    if saved is not None and saved.keys() != p.keys():
+        raise ValueError(f"{MOMENTUM_MASTER_NAME} does not hold this model's encoder p")
+    if all(t.dtype == torch.float32 for t in p.values()):
+        if saved is not None:
+            with torch.no_grad():
+                for name, t in p.items():
+                    t.copy_(saved[name])
+        return None
+    if saved is None and resuming:
+        raise FileNotFoundError(
+            f"the checkpoint lacks {MOMENTUM_MASTER_NAME}: its p was saved without an fp32 master, so resuming "
+            "in 16 bits would continue from a rounded p; resume with the precision it was saved with"
+        )
+    if saved is None:  # a fresh start: p is still q's (16-bit) copy, as is q's fp32 master
+        saved = {name: t.detach().float().clone() for name, t in p.items()}
+    with torch.no_grad():
+        for name, t in p.items():
+            t.copy_(saved[name])
+    logger.info("momentum encoder p is %s: Eq. 4 runs on an fp32 master copy", next(iter(p.values())).dtype)
+    return saved
+
+
+@torch.no_grad()
+def master_momentum_update(encoder: MomentumDualEncoder, master: dict, deepspeed: bool) -> None:
+    """Eq. 4 on p's fp32 ``master``, from q's fp32 weights (the optimizer's master under DeepSpeed),
+    copied into the 16-bit p."""
+    m, q = encoder.momentum, dict(encoder.backbone.named_parameters())
+    if deepspeed:
+        from deepspeed.utils import safe_get_full_fp32_param
+    for name, p in encoder.momentum_backbone.named_parameters():
+        q_fp32 = safe_get_full_fp32_param(q[name]) if deepspeed else None
+        q_fp32 = q[name].float() if q_fp32 is None else q_fp32
+        master[name].mul_(m).add_(q_fp32.to(master[name].device), alpha=1.0 - m)
+        p.copy_(master[name])
+
+
+class _AfterOptimizerStep(TrainerCallback):
+    """Runs :meth:`AdCSETrainer.after_optimizer_step` at the Trainer's optimizer-step event, the
+    public hook after ``optimizer.step()``."""
 
     def __init__(self, trainer: AdCSETrainer):
         self.trainer = trainer
-        self.loss_scale = 1.0
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.trainer.prepare_momentum_master()
@@ -397,21 +411,10 @@ class _AdCSEUpdates(TrainerCallback):
     def on_step_begin(self, args, state, control, **kwargs):
         # Read before the step's backwards: the fp16 scale changes only at the optimizer step, which
         # DeepSpeed takes inside the last micro-batch's backward.
-        self.loss_scale = self.trainer.loss_scale()
+        self.trainer._step_loss_scale = self.trainer.loss_scale()
 
     def on_optimizer_step(self, args, state, control, **kwargs):
-        trainer = self.trainer
-        if trainer.accelerator.optimizer_step_was_skipped:
-            # fp16 overflow: q did not move, so neither do the adversaries nor p.
-            if trainer.adversaries is not None:
-                trainer.adversary_optimizer.zero_grad(set_to_none=True)
-            return
-        if trainer.adversaries is not None:
-            trainer.adversary_step(self.loss_scale)
-        if trainer.momentum_master is not None:
-            trainer.master_momentum_update()
-        elif trainer.dual_encoder is not None:
-            trainer.dual_encoder.momentum_update()
+        self.trainer.after_optimizer_step()
 
 
 def build(model_args, adcse_args: AdCSEArguments):
@@ -439,3 +442,18 @@ def build(model_args, adcse_args: AdCSEArguments):
         "adversary_weight_decay": adcse_args.adversary_weight_decay,
     }
     return model, loss, AdCSETrainer, trainer_kwargs
+
+
+RECORD = register(
+    MethodRecord(
+        name="adcse",
+        display_name="AdCSE",
+        citation=citations.ADCSE,
+        build=build,
+        docs="docs/methods/adcse.md",
+        method_arguments=AdCSEArguments,
+        terms={"adversaries": lambda args: 1.0},
+        bench={"adcse": BenchShape("run_adcse", "configs/adcse_bert_base.yaml", "bert", overhead_target=1.5)},
+        checkpoint_files=(ADVERSARY_STATE_NAME, MOMENTUM_MASTER_NAME),
+    )
+)

@@ -28,6 +28,7 @@ from ..errors import CSEUsageError
 from ..evaluation.analysis import largest_angle
 from ..losses.mixcse import LOSS_FORMS, MixCSELoss
 from ..pipeline import load_encoder
+from ..registry import BenchShape, MethodRecord, register
 from ..trainer import CSETrainer
 
 
@@ -106,10 +107,6 @@ class MixCSETrainer(CSETrainer):
                 "sentence, which MixCSE cannot mix: pass --dataloader_drop_last true or change --max_train_samples"
             )
 
-    def training_loss(self, model, inputs):
-        loss, outputs, _ = super().training_loss(model, inputs)
-        return loss, outputs, dict(self.loss_fn.statistics)
-
     def run_suite(self, suite) -> dict:
         """The report, with the largest angle between the suite's STS-B sentences under ``"analysis"``
         (from the same single encoding pass)."""
@@ -143,3 +140,16 @@ def build(model_args, mixcse_args: MixCSEArguments):
         stop_gradient=mixcse_args.stop_gradient,
     )
     return model, loss, MixCSETrainer, {"selection_pooler": mixcse_args.selection_pooler(model_args)}
+
+
+RECORD = register(
+    MethodRecord(
+        name="mixcse",
+        display_name="MixCSE",
+        citation=citations.MIXCSE,
+        build=build,
+        docs="docs/methods/mixcse.md",
+        method_arguments=MixCSEArguments,
+        bench={"mixcse": BenchShape("run_mixcse", "configs/mixcse_bert_base.yaml", "bert", overhead_target=1.05)},
+    )
+)

@@ -31,14 +31,15 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .. import citations
-from ..arguments import CSETrainingArguments, ModelArguments
+from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
 from ..errors import CSEUsageError
 from ..losses import InfoNCELoss
 from ..losses.reconstruction import REDUCTIONS, SelfAdaptiveReconstructionLoss, count_tokens
 from ..modeling import CSEModel, read_cse_config
+from ..registry import BenchShape, MethodRecord, register
 from ..resume import resolve_checkpoint
 from ..textcnn import TextCNNAutoEncoder
-from ..trainer import CSETrainer
+from ..trainer import CSETrainer, StepLoss, total
 
 logger = logging.getLogger(__name__)
 
@@ -245,37 +246,30 @@ class ReconstructionMixin:
             reconstruction_loss.get_config_dict(),
         )
 
-    def training_loss(self, model, inputs):
-        contrastive, outputs, statistics = super().training_loss(model, inputs)
+    def step_terms(self, model, inputs, separate=False):
+        step = super().step_terms(model, inputs, separate)
         batch = self.encoder.pop_reconstruction()
+        # Eq. 12's alpha L_I: alpha scales the trainer's own terms
+        terms = {name: self.alpha * term for name, term in step.terms.items()}
         if batch is None:
             if model.training:
                 raise RuntimeError("the model's training forward left no reconstruction")
-            loss = self.alpha * contrastive
-        else:
-            views = inputs["input_ids"].shape[1]
-            if views != 2:
-                raise ValueError(f"L_R and L_R+ need two views of each sentence, got {views}")
-            per_sentence = self.reconstruction_loss(batch.target, batch.reconstruction, batch.token_ids, batch.mask)
-            reconstruction, reconstruction_positive = per_sentence.view(-1, views).mean(0)
-            loss = self.alpha * contrastive + self.beta * reconstruction + self.gamma * reconstruction_positive
-            statistics = {
-                **statistics,
-                "contrastive_loss": contrastive,
-                "reconstruction_loss": reconstruction,
-                "reconstruction_loss_positive": reconstruction_positive,
-            }
-        return loss, outputs, statistics
-
-    def loss_terms(self, loss, outputs, statistics):
-        if "reconstruction_loss" not in statistics:
-            return {"contrastive": loss}
-        # alpha scales the trainer's own term (Eq. 12's alpha L_I)
-        return {
-            "contrastive": self.alpha * statistics["contrastive_loss"],
-            "reconstruction": self.beta * statistics["reconstruction_loss"],
-            "reconstruction_positive": self.gamma * statistics["reconstruction_loss_positive"],
+            return StepLoss(terms, step.statistics, step.outputs)
+        views = inputs["input_ids"].shape[1]
+        if views != 2:
+            raise ValueError(f"L_R and L_R+ need two views of each sentence, got {views}")
+        per_sentence = self.reconstruction_loss(batch.target, batch.reconstruction, batch.token_ids, batch.mask)
+        reconstruction, reconstruction_positive = per_sentence.view(-1, views).mean(0)
+        terms.update(
+            reconstruction=self.beta * reconstruction, reconstruction_positive=self.gamma * reconstruction_positive
+        )
+        statistics = {
+            **step.statistics,
+            "contrastive_loss": total(step.terms),
+            "reconstruction_loss": reconstruction,
+            "reconstruction_loss_positive": reconstruction_positive,
         }
+        return StepLoss(terms, statistics, step.outputs)
 
     def checkpoint_files(self) -> tuple[str, ...]:
         return super().checkpoint_files() + ((TOKEN_COUNTS_NAME,) if self.reconstruction_loss.needs_counts else ())
@@ -389,12 +383,36 @@ def reconstruction_loss(model: SARCSEModel, sarcse_args: SARCSEArguments) -> Sel
     )
 
 
+RECORD = register(
+    MethodRecord(
+        name="sarcse",
+        display_name="SARCSE",
+        citation=citations.SARCSE,
+        build=build,
+        docs="docs/methods/sarcse.md",
+        method_arguments=SARCSEArguments,
+        arguments=(SARCSEModelArguments, DataArguments, SARCSETrainingArguments),
+        # Eq. 12: alpha scales the trainer's own terms
+        terms={
+            "contrastive": lambda args: args.alpha,
+            "reconstruction": lambda args: args.beta,
+            "reconstruction_positive": lambda args: args.gamma,
+        },
+        bench={
+            "sarcse": BenchShape("run_sarcse", "configs/sarcse_roberta_base.yaml", "roberta", overhead_target=1.3)
+        },
+        model_kinds={"sarcse": SARCSEModel},
+        checkpoint_files=(TOKEN_COUNTS_NAME,),
+    )
+)
+
 __all__ = [
     "SARCSEArguments",
     "SARCSEModel",
     "SARCSEModelArguments",
     "SARCSETrainer",
     "SARCSETrainingArguments",
+    "RECORD",
     "ReconstructionMixin",
     "build",
     "build_model",

@@ -34,9 +34,10 @@ from ..errors import CSEUsageError
 from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead, SelfGuidedLoss
 from ..modeling import CSEModel
 from ..pipeline import load_encoder
+from ..registry import BenchShape, MethodRecord, register
 from ..pooling import masked_max, masked_mean
 from ..resume import resolve_checkpoint
-from ..trainer import CSETrainer, total
+from ..trainer import CSETrainer, StepLoss
 
 logger = logging.getLogger(__name__)
 
@@ -290,13 +291,12 @@ class SGTrainer(CSETrainer):
         # ZeRO-2 keeps whole weights on every process (it shards the optimizer state and gradients).
         self.refuse_sharding("SG-BERT", "L_reg reads every weight of BERT_T and BERT_F whole, outside their forwards")
 
-    def training_loss(self, model, inputs):
+    def step_terms(self, model, inputs, separate=False):
+        # The model's training forward is BERT_T's c_i and BERT_F's views, not two views of the batch:
+        # this replaces CSETrainer's loss rather than extending it.
         outputs = model(**inputs)
         terms = self.loss_fn.terms(outputs["embeddings"], outputs["views"], outputs["parameter_distance"])
-        return total(terms), {**outputs, "terms": terms}, {"parameter_distance": outputs["parameter_distance"]}
-
-    def loss_terms(self, loss, outputs, statistics):
-        return outputs["terms"]
+        return StepLoss(terms, {"parameter_distance": outputs["parameter_distance"]}, outputs)
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
@@ -318,3 +318,32 @@ def build(model_args, sg_args: SGBERTArguments):
         fixed_encoder_dropout=sg_args.fixed_encoder_dropout,
     )
     return model, loss, SGTrainer, {}
+
+
+# Early stopping needs evaluations, which the benchmark's timed loop leaves out.
+_BENCH_FLAGS = ("--early_stopping_patience", "0")
+RECORD = register(
+    MethodRecord(
+        name="sgbert",
+        display_name="SG-BERT",
+        citation=citations.SGBERT,
+        build=build,
+        docs="docs/methods/sgbert.md",
+        method_arguments=SGBERTArguments,
+        arguments=(SGModelArguments, SGDataArguments, SGTrainingArguments),
+        terms={"regularization": lambda args: args.reg_lambda},
+        bench={
+            "sgbert-sg": BenchShape(
+                "run_sgbert", "configs/sgbert_bert_base.yaml", "bert", ("--loss_variant", "base", *_BENCH_FLAGS)
+            ),
+            "sgbert-opt": BenchShape(
+                "run_sgbert",
+                "configs/sgbert_bert_base.yaml",
+                "bert",
+                ("--loss_variant", "opt3", *_BENCH_FLAGS),
+                overhead_target=1.6,
+            ),
+        },
+        variants={"sg": ("--loss_variant", "base"), "sg-opt": ("--loss_variant", "opt3")},
+    )
+)

@@ -39,7 +39,8 @@ from ..losses import InfoNCELoss, cosine_logits
 from ..losses.vadvcse import DIVERGENCES, NORMS, REDUCTIONS, SEARCH_OPTIONS, VirtualAdversarialLoss
 from ..modeling import CSEModel
 from ..pipeline import load_encoder
-from ..trainer import CSETrainer, total
+from ..registry import BenchShape, MethodRecord, register
+from ..trainer import CSETrainer, StepLoss, total
 
 logger = logging.getLogger(__name__)
 
@@ -274,13 +275,49 @@ def vadvcse_terms(
     (default: it is the contrastive forward's, and each perturbed forward draws its own masks).
     Returns ``(terms, views, statistics)``.
     """
-    views = model(**inputs)
+
+    def contrastive(model, inputs, separate):
+        views = model(**inputs)
+        return StepLoss({"contrastive": contrastive_loss(views[:, 0], views[:, 1])}, {}, {"embeddings": views})
+
+    step = with_vadv_term(
+        contrastive,
+        model,
+        encoder,
+        inputs,
+        contrastive_loss.temperature,
+        vadv_loss if vadv_lambda else None,
+        vadv_lambda,
+        noise,
+        shared_dropout,
+    )
+    return step.terms, step.outputs["embeddings"], step.statistics
+
+
+def with_vadv_term(
+    step_terms,
+    model,
+    encoder: CSEModel,
+    inputs: dict,
+    temperature: float,
+    vadv_loss,
+    vadv_lambda: float,
+    noise=None,
+    shared_dropout: bool = False,
+    separate: bool = False,
+) -> StepLoss:
+    """``step_terms(model, inputs, separate)``'s :class:`~cse.trainer.StepLoss` with the term
+    ``vadv`` = lambda L_vadv (none if ``vadv_loss`` is None) and its statistics added; the contrastive
+    logits' ``temperature``; the other arguments as :func:`vadvcse_terms`'. (One frame from the
+    contrastive step to the search: under ``torch.compile`` the search's ``torch.autograd.grad``
+    splits every frame around it, tests/test_compile.py.)"""
+    step = step_terms(model, inputs, separate)
+    views = step.outputs["embeddings"]
     anchors, positives = views[:, 0], views[:, 1]
-    loss_cont = contrastive_loss(anchors, positives)
-    stats = {"loss_contrastive": loss_cont.detach()}
-    if vadv_lambda == 0:
-        return {"contrastive": loss_cont}, views, stats
-    temperature = contrastive_loss.temperature
+    loss_cont = step.terms["contrastive"]
+    stats = {**step.statistics, "loss_contrastive": loss_cont.detach()}
+    if vadv_loss is None:
+        return StepLoss(step.terms, stats, step.outputs)
     candidates = all_gather_with_grad(positives)
     anchor_inputs = {k: v[:, :1] for k, v in inputs.items()}
     mask = inputs["attention_mask"][:, 0]
@@ -302,7 +339,8 @@ def vadvcse_terms(
         noise = torch.randn(*mask.shape, width, device=mask.device)
     r, loss_vadv = vadv_loss(clean_logits, perturbed_logits, noise, mask)
     stats.update(loss_vadv=loss_vadv.detach(), perturbation_norm=r.flatten(1).norm(dim=1).mean())
-    return {"contrastive": loss_cont, "vadv": vadv_lambda * loss_vadv.to(loss_cont.dtype)}, views, stats
+    terms = {**step.terms, "vadv": vadv_lambda * loss_vadv.to(loss_cont.dtype)}
+    return StepLoss(terms, stats, step.outputs)
 
 
 class VAdvCSETrainer(CSETrainer):
@@ -364,22 +402,35 @@ class VAdvCSETrainer(CSETrainer):
                 "BatchNorm head cannot normalise in the perturbed forward: use --dataloader_drop_last true"
             )
 
-    def training_loss(self, model, inputs):
+    def step_terms(self, model, inputs, separate=False):
         if not model.training:
-            return super().training_loss(model, inputs)
-        terms, views, stats = vadvcse_terms(
+            return super().step_terms(model, inputs, separate)
+        return with_vadv_term(
+            super().step_terms,
             model,
             self.encoder,
             inputs,
-            self.loss_fn,
+            self.loss_fn.temperature,
             self.vadv_loss,
             self.vadv_lambda,
             shared_dropout=self.shared_dropout,
+            separate=separate,
         )
-        return total(terms), {"embeddings": views, "terms": terms}, stats
 
-    def loss_terms(self, loss, outputs, statistics):
-        return outputs["terms"]
+
+def vadv_divergences(trainer, model, inputs) -> dict[str, float]:
+    """F (as L_vadv reduces it) with independent and with shared dropout masks, and the mean ||r_i||
+    (``python -m cse.diagnostics``; nothing without the adversarial term)."""
+    out = {}
+    if trainer.vadv_loss is None:
+        return out
+    for shared in (False, True):
+        _, _, stats = vadvcse_terms(
+            model, model, inputs, trainer.loss_fn, trainer.vadv_loss, trainer.vadv_lambda, shared_dropout=shared
+        )
+        out["shared" if shared else "independent"] = stats["loss_vadv"].item()
+        out["perturbation_norm"] = stats["perturbation_norm"].item()
+    return out
 
 
 def build(model_args, vadv_args: VAdvCSEArguments):
@@ -396,3 +447,22 @@ def build(model_args, vadv_args: VAdvCSEArguments):
         "shared_dropout": vadv_args.shared_dropout,
     }
     return model, InfoNCELoss(temperature=model_args.temp), VAdvCSETrainer, trainer_kwargs
+
+
+RECORD = register(
+    MethodRecord(
+        name="vadvcse",
+        display_name="V-advCSE",
+        citation=citations.VADVCSE,
+        build=build,
+        docs="docs/methods/vadvcse.md",
+        method_arguments=VAdvCSEArguments,
+        terms={"vadv": lambda args: args.vadv_lambda},
+        bench={
+            "vadvcse": BenchShape(
+                "run_vadvcse", "configs/vadvcse_bert_base.yaml", "bert", ("--num_steps", "1"), overhead_target=2.3
+            )
+        },
+        readings={"vadv": vadv_divergences},
+    )
+)
