@@ -23,6 +23,7 @@ from accelerate.utils import broadcast_object_list
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from .atomic import TMP_SUFFIX
 from .errors import OS_ERROR_HINTS, CSEUsageError, exception_chain, free_space, human_size, is_disk_full
 
 logger = logging.getLogger(__name__)
@@ -151,10 +152,12 @@ def disk_full_error(output_dir: str, err: BaseException) -> CSEUsageError:
     the free space, and the size of a complete checkpoint of this run, which is what resuming needs."""
     named = next((cause.filename for cause in exception_chain(err) if getattr(cause, "filename", None)), None)
     target = named if named is not None else _newest_entry(output_dir)
-    message = (
-        f"no space left on device writing {target} ({human_size(_tree_size(target))} of it written; "
-        f"{free_space(target)})"
-    )
+    if target.endswith(TMP_SUFFIX) and not os.path.exists(target):
+        # an atomic write (cse.atomic): its temporary copy is gone, the file it replaces untouched
+        target, written = target[: -len(TMP_SUFFIX)], "its partial copy removed"
+    else:
+        written = f"{human_size(_tree_size(target))} of it written"
+    message = f"no space left on device writing {target} ({written}; {free_space(target)})"
     checkpoint = PROGRESS.checkpoint
     if checkpoint is not None and os.path.isdir(checkpoint) and os.path.abspath(checkpoint) != os.path.abspath(target):
         size = human_size(_tree_size(checkpoint))
