@@ -20,7 +20,7 @@ import yaml
 from transformers import HfArgumentParser, TrainingArguments
 from transformers.trainer_utils import HubStrategy
 
-from .errors import CSEUsageError
+from .errors import CSEUsageError, nearest_existing
 from .paths import MissingDataError
 from .pooling import POOLERS, check_pooler
 from .reliability import check_finite_arguments
@@ -252,9 +252,7 @@ def check_output_dir(path: str) -> None:
         raise CSEUsageError(
             f"--output_dir {path} exists and is not a directory", hint="choose another --output_dir, or move the file"
         )
-    existing = os.path.abspath(path)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
+    existing = nearest_existing(path)
     if not os.path.isdir(existing):
         raise CSEUsageError(f"--output_dir {path} goes through {existing}, a file", hint="correct the path")
     if not os.access(existing, os.W_OK | os.X_OK):

@@ -74,12 +74,17 @@ def is_disk_full(err: BaseException) -> bool:
     )
 
 
-def free_space(path: str) -> str:
-    """The free space of the file system holding ``path`` (or its nearest existing parent), in words."""
+def nearest_existing(path: str) -> str:
+    """``path`` made absolute, or its nearest parent that exists (what a write there would create under)."""
     path = os.path.abspath(path)
     while not os.path.exists(path):
         path = os.path.dirname(path)
-    usage = shutil.disk_usage(path)
+    return path
+
+
+def free_space(path: str) -> str:
+    """The free space of the file system holding ``path`` (or its nearest existing parent), in words."""
+    usage = shutil.disk_usage(nearest_existing(path))
     return f"{human_size(usage.free)} free of {human_size(usage.total)}"
 
 
