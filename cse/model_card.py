@@ -77,7 +77,7 @@ def _load_section(repo: str, cse_config: Mapping, sentence_transformers: bool) -
 def build_model_card(
     output_dir: str,
     *,
-    method: str,
+    method: str | registry.MethodRecord,
     base_model: str,
     train_source: str,
     train_dataset_name: str | None,
@@ -97,16 +97,16 @@ def build_model_card(
     ``settings``: the run's settings (:func:`cse.resume.run_settings`; their ``corpus`` group gives the
     distinct sentences); ``reports``: ``{mode: report}`` of the STS evaluations run on the final model
     (``{}`` for none); ``citations``: BibTeX entries, the method's paper first; ``selection``: which
-    weights were exported (:func:`cse.resume.model_selection`); ``method``: the name of its record
-    (:mod:`cse.registry`)."""
-    record = registry.get(method)
+    weights were exported (:func:`cse.resume.model_selection`); ``method``: its record
+    (:mod:`cse.registry`; a composed run's names every part) or a registered method's name."""
+    record = registry.get(method) if isinstance(method, str) else method
     export_dir = export_dir or output_dir
     cse_config = read_cse_config(export_dir)
     sentence_transformers = os.path.isfile(os.path.join(export_dir, "modules.json"))
     name = record.display_name
     data = ModelCardData(
         library_name="sentence-transformers" if sentence_transformers else "transformers",
-        tags=["sentence-transformers", "sentence-similarity", method, "cse"],
+        tags=["sentence-transformers", "sentence-similarity", *(p.name for p in record.parts or [record]), "cse"],
         base_model=base_model if _is_hub_id(base_model) else None,
         datasets=[train_dataset_name] if train_dataset_name else None,
         metrics=["spearman"],
@@ -114,11 +114,14 @@ def build_model_card(
         license=base_model_license(base_model),
     )
     repo = repo_id or os.path.abspath(output_dir)
+    parts = ", ".join(f"`{p.name}`" for p in record.parts)
+    titles = "; ".join(f"_{bibtex_field(entry, 'title')}_" for entry in record.citations)
     sections = [
         f"# {name} sentence encoder\n",
-        f"A sentence encoder trained with **{name}** (_{bibtex_field(record.citation, 'title')}_) from `{base_model}`, "
+        f"A sentence encoder trained with **{name}** ({titles}) from `{base_model}`, "
         "without labels, with the `cse` code base. Its sentence embedding is pooler "
         f"`{cse_config.get('pooler', 'unknown')}`; compare sentences with the cosine similarity.\n",
+        *([f"Its parts, on SimCSE's InfoNCE: {parts} (`run_cse.py --parts`).\n"] if record.parts else []),
         "## Training data\n",
         f"{train_sentences:,} sentences from `{train_source}`"
         + (f" (hub dataset `{train_dataset_name}`)" if train_dataset_name else "")

@@ -89,7 +89,7 @@ def save_model_card(
         raise ValueError("the trainer was built without its method's record (MethodRecord.pieces): no model card")
     write_model_card(
         args.output_dir,
-        method=record.name,
+        method=record,
         base_model=model_args.model_name_or_path,
         train_source=data_args.dataset_name or data_args.train_file or default_train_file(),
         train_dataset_name=data_args.dataset_name,
@@ -97,7 +97,7 @@ def save_model_card(
         settings=run_settings(model_args, data_args, args, method_args, trainer.corpus_statistics),
         selection=model_selection(trainer),
         reports=reports,
-        citations=list(dict.fromkeys([record.citation, *trainer.citations])),
+        citations=list(dict.fromkeys([*record.citations, *trainer.citations])),
         environment=collect_environment(args),
         repo_id=args.hub_model_id if args.push_to_hub else None,
         export_dir=export_dir,

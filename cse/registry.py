@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import citations
 from .arguments import CSETrainingArguments, DataArguments, ModelArguments, read_config_file
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,7 +68,8 @@ class MethodRecord:
     ``CSETrainer.training_loss``'s terms), from the method's arguments; a term not named weighs 1.
     ``variants``: named flag sets that select a variant (``python -m cse.diagnostics --method``).
     ``model_kinds``: the ``model_kind`` its exports record in ``cse_config.json`` -> the class that
-    loads them. ``checkpoint_files``: the state files its trainer may add to a checkpoint."""
+    loads them. ``checkpoint_files``: the state files its trainer may add to a checkpoint. ``part``:
+    what it adds to a composed run (:class:`cse.composition.Part`)."""
 
     name: str
     display_name: str
@@ -81,9 +83,20 @@ class MethodRecord:
     variants: Mapping[str, tuple[str, ...]] | None = None
     model_kinds: Mapping[str, type] = field(default_factory=dict)
     checkpoint_files: tuple[str, ...] = ()
+    # what the method adds to a composed run (cse.composition.Part), None if it is no part
+    part: Any = None
+    # a composed run's record: the records of its parts (cse.composition.composed_record)
+    parts: tuple[MethodRecord, ...] = ()
     # further per-batch readings of ``python -m cse.diagnostics``, each reported under its key:
     # (trainer, model, inputs) -> {name: float}, or {} where they do not apply
     readings: Mapping[str, Callable] = field(default_factory=dict)
+
+    @property
+    def citations(self) -> tuple[str, ...]:
+        """The BibTeX entries of its paper, or of each part's paper and SimCSE's (the base) for a composed run."""
+        if not self.parts:
+            return (self.citation,)
+        return tuple(dict.fromkeys([*(part.citation for part in self.parts), citations.SIMCSE]))
 
     @property
     def argument_types(self) -> tuple[type, ...]:

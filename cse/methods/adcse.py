@@ -32,6 +32,7 @@ from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
 from .. import citations
+from ..composition import Part
 from ..distributed import world_size
 from ..errors import CSEUsageError
 from ..losses import InfoNCELoss
@@ -417,31 +418,46 @@ class _AfterOptimizerStep(TrainerCallback):
         self.trainer.after_optimizer_step()
 
 
-def build(model_args, adcse_args: AdCSEArguments):
-    """AdCSE's model and loss as ``run_adcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
-    model = load_encoder(model_args)
-    if adcse_args.untied_dual_encoder:
-        model = MomentumDualEncoder.from_encoder(
-            model, momentum=adcse_args.momentum, shared_head=adcse_args.variant == "released"
-        )
-    if model.pooler_type == "cls":
-        model.reset_head()
-    if adcse_args.adversaries:
-        loss = AdversarialInfoNCELoss(
-            model.config.hidden_size,
-            adcse_args.num_adversaries,
-            model_args.temp,
-            form=adcse_args.variant,
-            adversary_temperature=adcse_args.adversary_temperature,
-        )
-    else:  # in-batch negatives only, whichever the variant: Eq. 5 without adversaries has no negatives
-        loss = InfoNCELoss(temperature=model_args.temp)
-    trainer_kwargs = {
+def momentum_encoder(model, model_args, adcse_args: AdCSEArguments):
+    """The model with momentum encoder p for the positives (``--untied_dual_encoder``, the default)."""
+    if not adcse_args.untied_dual_encoder:
+        return model
+    return MomentumDualEncoder.from_encoder(
+        model, momentum=adcse_args.momentum, shared_head=adcse_args.variant == "released"
+    )
+
+
+def adversarial_loss(loss, model, model_args, adcse_args: AdCSEArguments):
+    """``loss`` with the negative adversaries' columns (Eq. 5), or ``loss`` itself with ``--no_adversaries``
+    (in-batch negatives only, whichever the variant: Eq. 5 without adversaries has no negatives)."""
+    if not adcse_args.adversaries:
+        return loss
+    if type(loss) is not InfoNCELoss:
+        raise ValueError(f"AdCSE's adversaries extend InfoNCE, not {type(loss).__name__}")
+    return AdversarialInfoNCELoss(
+        model.embedding_size,
+        adcse_args.num_adversaries,
+        model_args.temp,
+        form=adcse_args.variant,
+        adversary_temperature=adcse_args.adversary_temperature,
+    )
+
+
+def trainer_kwargs(model, model_args, adcse_args: AdCSEArguments) -> dict:
+    return {
         "adversary_learning_rate": adcse_args.adversary_learning_rate,
         "adversary_momentum": adcse_args.adversary_momentum,
         "adversary_weight_decay": adcse_args.adversary_weight_decay,
     }
-    return model, loss, AdCSETrainer, trainer_kwargs
+
+
+def build(model_args, adcse_args: AdCSEArguments):
+    """AdCSE's model and loss as ``run_adcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
+    model = momentum_encoder(load_encoder(model_args), model_args, adcse_args)
+    if model.pooler_type == "cls":
+        model.reset_head()
+    loss = adversarial_loss(InfoNCELoss(temperature=model_args.temp), model, model_args, adcse_args)
+    return model, loss, AdCSETrainer, trainer_kwargs(model, model_args, adcse_args)
 
 
 RECORD = register(
@@ -455,5 +471,17 @@ RECORD = register(
         terms={"adversaries": lambda args: 1.0},
         bench={"adcse": BenchShape("run_adcse", "configs/adcse_bert_base.yaml", "bert", overhead_target=1.5)},
         checkpoint_files=(ADVERSARY_STATE_NAME, MOMENTUM_MASTER_NAME),
+        part=Part(
+            trainer=AdCSETrainer,
+            equation="h_i+ from momentum encoder p, theta_p <- m theta_p + (1 - m) theta_q after each step (Eq. 4), "
+            "and M learnable adversaries n_j as extra columns e^{s(h_i, n_j)/tau} of the softmax (Eq. 5, the "
+            "released form's in-batch negatives kept), ascending the loss that q descends (Eqs. 6-7; "
+            "Li et al. 2022)",
+            replaces=frozenset({"positives"}),
+            wrap=momentum_encoder,
+            loss=adversarial_loss,
+            trainer_kwargs=trainer_kwargs,
+            order=2,
+        ),
     )
 )

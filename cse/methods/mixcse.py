@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import citations
+from ..composition import Part
 from ..errors import CSEUsageError
 from ..evaluation.analysis import largest_angle
 from ..losses.mixcse import LOSS_FORMS, MixCSELoss
+from ..modeling import CSEModel
 from ..pipeline import load_encoder
 from ..registry import BenchShape, MethodRecord, register
 from ..trainer import CSETrainer
@@ -127,19 +129,36 @@ class MixCSETrainer(CSETrainer):
         return report
 
 
-def build(model_args, mixcse_args: MixCSEArguments):
-    """MixCSE's model and loss as ``run_mixcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
-    model = load_encoder(model_args)
-    if model.pooler_type == "cls":
-        model.reset_head()
-    loss = MixCSELoss(
+def mixed_negatives_loss(loss, model, model_args, mixcse_args: MixCSEArguments) -> MixCSELoss:
+    """MixCSE's loss in place of InfoNCE ``loss``: InfoNCE's softmax with the mixed negatives."""
+    return MixCSELoss(
         temperature=model_args.temp,
         mix_lambda=mixcse_args.mix_lambda,
         form=mixcse_args.variant,
         single=mixcse_args.single,
         stop_gradient=mixcse_args.stop_gradient,
     )
-    return model, loss, MixCSETrainer, {"selection_pooler": mixcse_args.selection_pooler(model_args)}
+
+
+def trainer_kwargs(model, model_args, mixcse_args: MixCSEArguments) -> dict:
+    """The model-selection pooler: through SimCSE's MLP as the released code evaluates, where the
+    model has SimCSE's pooling; none where another part replaced it (V-advCSE's head, SARCSE's Z)."""
+    if model.pooler_type == "cls" or type(model) is CSEModel:
+        return {"selection_pooler": mixcse_args.selection_pooler(model_args)}
+    if mixcse_args.select_with_mlp:
+        raise CSEUsageError(
+            "--select_with_mlp evaluates through SimCSE's MLP head, which another part of this run replaces"
+        )
+    return {"selection_pooler": None}
+
+
+def build(model_args, mixcse_args: MixCSEArguments):
+    """MixCSE's model and loss as ``run_mixcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
+    model = load_encoder(model_args)
+    if model.pooler_type == "cls":
+        model.reset_head()
+    loss = mixed_negatives_loss(None, model, model_args, mixcse_args)
+    return model, loss, MixCSETrainer, trainer_kwargs(model, model_args, mixcse_args)
 
 
 RECORD = register(
@@ -151,5 +170,15 @@ RECORD = register(
         docs="docs/methods/mixcse.md",
         method_arguments=MixCSEArguments,
         bench={"mixcse": BenchShape("run_mixcse", "configs/mixcse_bert_base.yaml", "bert", overhead_target=1.05)},
+        part=Part(
+            trainer=MixCSETrainer,
+            equation="each row's denominator gains e^{s(h_i, SG(h~_i))/tau}, h~_i the normalised mixture "
+            "lambda h_i+ + (1 - lambda) h_j+ of its positive and the next row's (the `--mixcse_variant` form; "
+            "Zhang et al. 2022)",
+            replaces=frozenset({"softmax"}),
+            loss=mixed_negatives_loss,
+            trainer_kwargs=trainer_kwargs,
+            order=3,
+        ),
     )
 )

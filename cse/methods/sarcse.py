@@ -32,6 +32,7 @@ from safetensors.torch import load_file, save_file
 
 from .. import citations
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
+from ..composition import Part
 from ..errors import CSEUsageError
 from ..losses import InfoNCELoss
 from ..losses.reconstruction import REDUCTIONS, SelfAdaptiveReconstructionLoss, count_tokens
@@ -354,22 +355,36 @@ def build_model(model_args: ModelArguments, sarcse_args: SARCSEArguments) -> SAR
     return SARCSEModel(encoder.backbone, encoder.tokenizer, autoencoder, detach_target=sarcse_args.detach_target)
 
 
-def build(model_args: ModelArguments, sarcse_args: SARCSEArguments):
-    """SARCSE's model and losses as ``run_sarcse.py`` trains them: ``(model, loss, trainer_class,
-    trainer_kwargs)``; with ``--no_decoder`` (Table 1), InfoNCE on Z alone and the plain trainer."""
+def embedding_encoder(model_args: ModelArguments, sarcse_args: SARCSEArguments) -> SARCSEModel:
+    """:func:`build_model`, once the model arguments are checked: SimCSE's pooler flags do not apply to Z."""
     if (model_args.pooler_type, model_args.mlp_only_train) != ("cls", True):
         raise CSEUsageError("SARCSE's sentence embedding is Z (Eq. 4): --pooler_type and --mlp_only_train do not apply")
-    model = build_model(model_args, sarcse_args)
-    loss = InfoNCELoss(temperature=model_args.temp)  # Eq. 11 on Z
+    return build_model(model_args, sarcse_args)
+
+
+def trainer_kwargs(model: SARCSEModel, model_args, sarcse_args: SARCSEArguments) -> dict:
+    """:class:`ReconstructionMixin`'s arguments (Eq. 12)."""
     if not sarcse_args.decoder:
-        return model, loss, CSETrainer, {}
-    trainer_kwargs = {
+        raise CSEUsageError(
+            "--no_decoder leaves SARCSE nothing to add to the other parts (Table 1's ablation is run_sarcse.py "
+            "--no_decoder)"
+        )
+    return {
         "reconstruction_loss": reconstruction_loss(model, sarcse_args),
         "alpha": sarcse_args.alpha,
         "beta": sarcse_args.beta,
         "gamma": sarcse_args.gamma,
     }
-    return model, loss, SARCSETrainer, trainer_kwargs
+
+
+def build(model_args: ModelArguments, sarcse_args: SARCSEArguments):
+    """SARCSE's model and losses as ``run_sarcse.py`` trains them: ``(model, loss, trainer_class,
+    trainer_kwargs)``; with ``--no_decoder`` (Table 1), InfoNCE on Z alone and the plain trainer."""
+    model = embedding_encoder(model_args, sarcse_args)
+    loss = InfoNCELoss(temperature=model_args.temp)  # Eq. 11 on Z
+    if not sarcse_args.decoder:
+        return model, loss, CSETrainer, {}
+    return model, loss, SARCSETrainer, trainer_kwargs(model, model_args, sarcse_args)
 
 
 def reconstruction_loss(model: SARCSEModel, sarcse_args: SARCSEArguments) -> SelfAdaptiveReconstructionLoss:
@@ -398,11 +413,25 @@ RECORD = register(
             "reconstruction": lambda args: args.beta,
             "reconstruction_positive": lambda args: args.gamma,
         },
-        bench={
-            "sarcse": BenchShape("run_sarcse", "configs/sarcse_roberta_base.yaml", "roberta", overhead_target=1.3)
-        },
+        bench={"sarcse": BenchShape("run_sarcse", "configs/sarcse_roberta_base.yaml", "roberta", overhead_target=1.3)},
         model_kinds={"sarcse": SARCSEModel},
         checkpoint_files=(TOKEN_COUNTS_NAME,),
+        part=Part(
+            trainer=ReconstructionMixin,
+            equation="the embedding is Z, the code of a TextCNN autoencoder over the backbone's real tokens (Eq. 4), "
+            "and L = alpha L + beta L_R + gamma L_R+ (Eq. 12): alpha scales every other term, L_R and L_R+ "
+            "reconstruct each view's tokens with frequency weights (Eqs. 8-10; Liu et al. 2024)",
+            replaces=frozenset({"embedding"}),
+            encoder=embedding_encoder,
+            trainer_kwargs=trainer_kwargs,
+            notes={
+                "mixcse": "MixCSE's mixtures are of Z vectors.",
+                "adcse": "p is a momentum copy of the backbone; the autoencoder is shared by q and p, as the "
+                "released AdCSE shares its head; Z+ carries no gradient, and L_R+ reconstructs p's tokens with "
+                "gradient to the autoencoder only.",
+            },
+            order=0,
+        ),
     )
 )
 

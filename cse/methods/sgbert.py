@@ -30,12 +30,13 @@ import torch
 
 from .. import citations
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
+from ..composition import EVERY_PART, SLOTS, Part
 from ..errors import CSEUsageError
 from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead, SelfGuidedLoss
 from ..modeling import CSEModel
 from ..pipeline import load_encoder
-from ..registry import BenchShape, MethodRecord, register
 from ..pooling import masked_max, masked_mean
+from ..registry import BenchShape, MethodRecord, register
 from ..resume import resolve_checkpoint
 from ..trainer import CSETrainer, StepLoss
 
@@ -345,5 +346,17 @@ RECORD = register(
             ),
         },
         variants={"sg": ("--loss_variant", "base"), "sg-opt": ("--loss_variant", "opt3")},
+        part=Part(
+            trainer=SGTrainer,
+            equation="replaces the base: BERT_T's [CLS] c_i against the views of a fixed copy BERT_F's layers, "
+            "NT-Xent (SG) or its optimised form (SG-OPT), plus lambda ||theta_F - theta_T||^2 (Kim et al. 2021)",
+            replaces=frozenset(SLOTS),
+            refuses={
+                EVERY_PART: "SG-BERT replaces the base itself: one view per sentence, its positives are a fixed "
+                "copy's hidden layers and its loss is not InfoNCE over two dropout views, which every other part "
+                "extends"
+            },
+            order=4,
+        ),
     )
 )

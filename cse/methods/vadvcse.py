@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import citations
+from ..composition import Part
 from ..distributed import all_gather_with_grad
 from ..errors import CSEUsageError
 from ..losses import InfoNCELoss, cosine_logits
@@ -433,20 +434,35 @@ def vadv_divergences(trainer, model, inputs) -> dict[str, float]:
     return out
 
 
-def build(model_args, vadv_args: VAdvCSEArguments):
-    """V-advCSE's model and loss as ``run_vadvcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
-    model = load_encoder(model_args)
+def training_head(model, model_args, vadv_args: VAdvCSEArguments):
+    """The model with V-advCSE's training head on [CLS] (``--head``; linear_tanh: SimCSE's, left to
+    the caller's ``reset_head``). Where another part replaced the embedding (SARCSE's Z), there is no
+    [CLS] head to replace: the model is kept, and a ``--head`` other than the default is refused."""
     if vadv_args.head == "linear_tanh":
-        if model.pooler_type == "cls":
-            model.reset_head()
-    else:
-        model = MLPHeadEncoder.from_encoder(model, batch_norm=vadv_args.head == "mlp_bn")
-    trainer_kwargs = {
+        return model
+    if type(model) is not CSEModel:
+        if vadv_args.head != "mlp_bn":
+            raise CSEUsageError(f"--head {vadv_args.head} replaces the [CLS] head, and this run's embedding has none")
+        logger.info("V-advCSE's head: none, the embedding (pooler %s) is another part's", model.pooler_type)
+        return model
+    return MLPHeadEncoder.from_encoder(model, batch_norm=vadv_args.head == "mlp_bn")
+
+
+def trainer_kwargs(model, model_args, vadv_args: VAdvCSEArguments) -> dict:
+    return {
         "vadv_loss": VirtualAdversarialLoss(**vadv_args.search_options()) if vadv_args.vadv_lambda else None,
         "vadv_lambda": vadv_args.vadv_lambda,
         "shared_dropout": vadv_args.shared_dropout,
     }
-    return model, InfoNCELoss(temperature=model_args.temp), VAdvCSETrainer, trainer_kwargs
+
+
+def build(model_args, vadv_args: VAdvCSEArguments):
+    """V-advCSE's model and loss as ``run_vadvcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
+    model = training_head(load_encoder(model_args), model_args, vadv_args)
+    if model.pooler_type == "cls":
+        model.reset_head()
+    loss = InfoNCELoss(temperature=model_args.temp)
+    return model, loss, VAdvCSETrainer, trainer_kwargs(model, model_args, vadv_args)
 
 
 RECORD = register(
@@ -464,5 +480,28 @@ RECORD = register(
             )
         },
         readings={"vadv": vadv_divergences},
+        part=Part(
+            trainer=VAdvCSETrainer,
+            equation="+ lambda L_vadv (Eq. 10): F between the anchor's softmax over the batch's positives, "
+            "p(j|x_i) = softmax_j(s(h_i, h_j+)/tau), and the same with x_i's word embeddings perturbed by the "
+            "r_i that maximises F in the ball ||r_i|| <= eps (Ko 2022); with an MLP-BN training head on [CLS]",
+            wrap=training_head,
+            trainer_kwargs=trainer_kwargs,
+            refuses={
+                "adcse": "AdCSE's momentum encoder would need a momentum copy of V-advCSE's BatchNorm head, and "
+                "its positives, encoded without gradient, would be the perturbed prediction's fixed classes: "
+                "neither paper defines it"
+            },
+            notes={
+                "mixcse": "V-advCSE's p(j|x_i) is the softmax over the batch's positives without MixCSE's mixed "
+                "column: the mixed negative is built from the anchor's own positive behind a stop-gradient, a "
+                "per-anchor decoy rather than a class of the prediction, so including it would make p depend on "
+                "lambda and put x_i's own positive in two classes.",
+                "sarcse": "The perturbed forward re-encodes the anchors through SARCSE's autoencoder (p is over "
+                "Z), keeps no reconstruction of its own (only the two-view forward's is reconstructed), and "
+                "V-advCSE's `--head` does not apply (the embedding is Z).",
+            },
+            order=1,
+        ),
     )
 )

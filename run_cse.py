@@ -1,0 +1,14 @@
+#!/usr/bin/env python
+"""Parts from different papers in one run: SimCSE's two dropout views and InfoNCE as the base, and the
+named parts on top (docs/composition.md). A single part is its method's preset (``--parts mixcse`` is
+``run_mixcse.py``).
+
+python run_cse.py --parts mixcse,vadvcse --model_name_or_path bert-base-uncased --output_dir result/mix_vadv
+python run_cse.py --parts adcse,mixcse --adcse_variant released --mixcse_variant paper ...
+"""
+
+from cse.composition import main
+from cse.errors import run_cli
+
+if __name__ == "__main__":
+    run_cli(main)
