@@ -1,0 +1,160 @@
+"""Composed runs (``run_cse.py --parts``, :mod:`cse.composition`): the parts' choice and flags are
+checked before any work, a single part is its method's preset, and a composition's loss is the sum of
+its parts' equations (float64, by hand)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from cse import composition
+from cse.errors import CSEUsageError
+from cse.methods.mixcse import MixCSEArguments
+from cse.methods.sarcse import SARCSEArguments, SARCSEModelArguments
+from cse.methods.vadvcse import MLPHeadEncoder
+
+from .conftest import REPO, SENTEVAL, WIKI_HEAD
+from .vadvcse_reference import RecordingSearch, hand_objective
+
+
+def argv(model_dir, out, *flags):
+    return [
+        "--model_name_or_path",
+        model_dir,
+        "--output_dir",
+        str(out),
+        "--train_file",
+        WIKI_HEAD,
+        "--max_train_samples",
+        "12",
+        "--per_device_train_batch_size",
+        "6",
+        "--senteval_data_dir",
+        SENTEVAL,
+        "--use_cpu",
+        "true",
+        "--report_to",
+        "none",
+        *flags,
+    ]
+
+
+def composed_trainer(model_dir, out, *flags):
+    """The trainer ``run_cse.py`` builds for these flags (the corpus: 12 sentences of wiki1m)."""
+    from transformers import set_seed
+
+    from cse.pipeline import build_trainer
+
+    model_args, data_args, training_args, record, arguments = composition.parse(argv(model_dir, out, *flags))
+    set_seed(training_args.seed)
+    model, loss, trainer_class, kwargs = record.pieces(model_args, arguments)
+    return build_trainer(model_args, data_args, training_args, model, loss, trainer_class, **kwargs)
+
+
+def test_docs_composition_is_generated_from_the_records():
+    with open(os.path.join(REPO, "docs", "composition.md"), encoding="utf-8") as f:
+        assert f.read() == composition.markdown(), "regenerate: python -m cse.composition > docs/composition.md"
+
+
+@pytest.mark.parametrize(
+    "parts,message",
+    [
+        ("mixcse,vadvcs", "unknown part 'vadvcs' in --parts; the parts are sarcse, vadvcse, adcse, mixcse, sgbert"),
+        ("simcse,mixcse", "unknown part 'simcse'"),
+        ("mixcse,mixcse", "--parts names mixcse twice"),
+        ("vadvcse,adcse", "--parts vadvcse,adcse is not defined: AdCSE's momentum encoder would need"),
+        ("mixcse,sgbert", "--parts mixcse,sgbert is not defined: SG-BERT replaces the base itself"),
+        ("", "--parts names no part"),
+    ],
+)
+def test_parts_that_cannot_run_are_refused_before_any_work(parts, message, tmp_path):
+    with pytest.raises(CSEUsageError, match=f"^{message}".replace("(", r"\(").replace(")", r"\)")):
+        composition.parse(argv("unused", tmp_path / "out", "--parts", parts))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_refusal_is_one_line_with_exit_2_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "run_cse.py", "--parts", "mixcse,adcs", "--output_dir", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("error: unknown part 'adcs' in --parts") and lines[1].strip().startswith("hint: ")
+    assert len(lines) == 2 and not out.exists()
+
+
+def test_shared_argument_names_are_namespaced_by_part(tiny_bert, tmp_path):
+    parts = ["--parts", "mixcse,vadvcse"]
+    with pytest.raises(CSEUsageError, match="unknown argument.*--variant"):
+        composition.parse(argv(tiny_bert, tmp_path, *parts, "--variant", "paper"))
+    *_, record, arguments = composition.parse(
+        argv(tiny_bert, tmp_path, *parts, "--mixcse_variant", "paper", "--vadv_lambda", "0.5")
+    )
+    assert record.name == "vadvcse+mixcse" and arguments.parts == ["vadvcse", "mixcse"]
+    assert arguments.mixcse == MixCSEArguments(variant="paper") and arguments.vadvcse.vadv_lambda == 0.5
+    # the part's own checks still run, naming the part
+    with pytest.raises(CSEUsageError, match="^mixcse: --mix_lambda must lie in"):
+        composition.parse(argv(tiny_bert, tmp_path, *parts, "--mix_lambda", "1.5"))
+    # a config file may name the parts
+    config = tmp_path / "c.yaml"
+    config.write_text("parts: [mixcse, vadvcse]\nmixcse_variant: paper\n")
+    *_, record, arguments = composition.parse([str(config), *argv(tiny_bert, tmp_path)])
+    assert arguments.parts == ["vadvcse", "mixcse"] and arguments.mixcse.variant == "paper"
+
+
+def test_a_single_part_is_its_methods_preset(tmp_path):
+    model_args, _, training_args, record, arguments = composition.parse(
+        ["--parts", "sarcse", "--output_dir", str(tmp_path), "--alpha", "0.5"]
+    )
+    # run_sarcse.py's dataclasses and defaults (roberta-base, lr 1e-5), not the shared SimCSE ones
+    assert record.name == "sarcse" and isinstance(model_args, SARCSEModelArguments)
+    assert training_args.learning_rate == 1e-5 and arguments == SARCSEArguments(alpha=0.5)
+
+
+def hand_mixcse_paper(anchors, positives, tau, lam):
+    """MixCSE's L_mix as printed (both anchors), explicit loops in float64."""
+    unit = lambda x: x / x.norm()  # noqa: E731
+    n, total = len(anchors), 0.0
+    for a, b in ((anchors, positives), (positives, anchors)):  # rows anchored at h_i, then at h'_i
+        for i in range(n):
+            h = unit(a[i])
+            mixed = unit(lam * unit(b[i]) + (1 - lam) * unit(b[(i + 1) % n]))
+            scores = [torch.dot(h, unit(b[k])) / tau for k in range(n)] + [torch.dot(h, mixed) / tau]
+            total -= scores[i] - torch.logsumexp(torch.stack(scores), 0)
+    return total / (2 * n)
+
+
+def test_mixcse_with_vadvcse_is_both_papers_equations(no_dropout_bert, tmp_path):
+    """L = L_mix (MixCSE, paper form) + lambda L_vadv (V-advCSE Eq. 10), V-advCSE's prediction over
+    the batch's positives without the mixed column; float64, r the search's."""
+    lam, tau, mix = 0.7, 0.5, 0.3
+    trainer = composed_trainer(
+        no_dropout_bert,
+        tmp_path,
+        *("--parts", "mixcse,vadvcse", "--mixcse_variant", "paper", "--mix_lambda", str(mix)),
+        *("--vadv_lambda", str(lam), "--temp", str(tau), "--epsilon", "0.5", "--step_size", "0.5"),
+    )
+    model = trainer.model.double().train()
+    assert isinstance(model, MLPHeadEncoder)
+    trainer.vadv_loss = RecordingSearch(**trainer.vadv_loss.get_config_dict())
+    inputs = trainer.data_collator([trainer.train_dataset[i] for i in range(6)])
+    loss, step = trainer.training_loss(model, inputs)
+    assert set(step.terms) == {"contrastive", "vadv"}
+    assert {"mix_score", "loss_vadv", "perturbation_norm"} <= set(step.statistics)
+    views = step.outputs["embeddings"].detach()
+    contrastive = hand_mixcse_paper(views[:, 0], views[:, 1], tau, mix)
+    with torch.no_grad():
+        vadv = hand_objective(model, inputs, trainer.vadv_loss.r, tau, lam) - hand_objective(
+            model, inputs, trainer.vadv_loss.r, tau, 0.0
+        )
+    # MixCSELoss computes in float32 whatever the input dtype
+    assert step.terms["contrastive"].item() == pytest.approx(contrastive.item(), rel=1e-6)
+    assert step.terms["vadv"].item() == pytest.approx(vadv.item(), rel=1e-6)
+    assert loss.item() == pytest.approx((contrastive + vadv).item(), rel=1e-6)
+    assert vadv.item() > 1e-4 * contrastive.item()  # not vacuous
