@@ -158,3 +158,33 @@ def test_mixcse_with_vadvcse_is_both_papers_equations(no_dropout_bert, tmp_path)
     assert step.terms["vadv"].item() == pytest.approx(vadv.item(), rel=1e-6)
     assert loss.item() == pytest.approx((contrastive + vadv).item(), rel=1e-6)
     assert vadv.item() > 1e-4 * contrastive.item()  # not vacuous
+
+
+@pytest.mark.e2e
+def test_a_composed_run_records_its_parts_cites_every_paper_and_logs_each_terms_share(tiny_bert, tmp_path, monkeypatch):
+    import json
+
+    from cse import citations
+    from cse.citations import bibtex_field
+
+    monkeypatch.setenv("CSE_DATA_DIR", os.path.dirname(SENTEVAL))
+    out = tmp_path / "run"
+    flags = ["--max_steps", "2", "--logging_steps", "1", "--log_term_gradients", "true", "--final_eval", "none"]
+    flags += ["--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_strategy", "steps"]
+    flags += ["--save_steps", "2", "--fp16", "false"]
+    run = lambda parts: composition.main(argv(tiny_bert, out, "--parts", parts, *flags))  # noqa: E731
+    trainer = run("mixcse,vadvcse")
+    logged = trainer.state.log_history[0]
+    shares = logged["term_share_contrastive"] + logged["term_share_vadv"]
+    assert shares == pytest.approx(1.0) and {"mix_score", "loss_vadv"} <= set(logged)
+    with open(out / "run_args.json", encoding="utf-8") as f:
+        method = json.load(f)["method"]
+    assert method["parts"] == ["vadvcse", "mixcse"] and method["mixcse"]["variant"] == "released"
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "# V-advCSE + MixCSE sentence encoder" in card and "`vadvcse`, `mixcse`" in card
+    for entry in (citations.VADVCSE, citations.MIXCSE, citations.SIMCSE):
+        assert entry in card and bibtex_field(entry, "title") in card
+    # stopped before its finished marker, the directory resumes only with the same parts
+    os.remove(out / "cse_config.json")
+    with pytest.raises(CSEUsageError, match=r"holds an interrupted run with other settings \(method\.vadv_lambda"):
+        run("vadvcse")

@@ -87,6 +87,9 @@ METHODS = {
     "mixcse": ("run_mixcse.py", "bert", []),
     "vadvcse": ("run_vadvcse.py", "bert", []),
     "sgbert": ("run_sgbert.py", "bert", ["--projection_size", "16", "--early_stopping_patience", "0"]),
+    # composed runs (run_cse.py --parts): the state of every part resumes
+    "mixcse+vadvcse": ("run_cse.py", "bert", ["--parts", "mixcse,vadvcse", "--vadv_lambda", "0.5"]),
+    "sarcse+vadvcse": ("run_cse.py", "roberta", ["--parts", "sarcse,vadvcse", "--textcnn_channels", "8"]),
 }
 
 
@@ -233,6 +236,8 @@ FAST_KILLS = {
     "adcse": ["4:during:" + ADVERSARY_STATE_NAME],
     # after the frequency table, before the optimizer
     "sarcse": ["4:after:" + TOKEN_COUNTS_NAME],
+    "mixcse+vadvcse": ["4:during:optimizer.pt"],
+    "sarcse+vadvcse": ["4:during:" + TOKEN_COUNTS_NAME],
 }
 
 
@@ -261,7 +266,11 @@ def kill_points(method, steps=12, save_steps=3):
     but the first (a run killed while writing its first checkpoint leaves none to resume from, and
     the next start says so: test_no_complete_checkpoint_says_how_to_start_over)."""
     files = ["model.safetensors", "training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"]
-    files += {"adcse": [ADVERSARY_STATE_NAME], "sarcse": [TOKEN_COUNTS_NAME]}.get(method, [])
+    files += [
+        f
+        for part in method.split("+")
+        for f in {"adcse": [ADVERSARY_STATE_NAME], "sarcse": [TOKEN_COUNTS_NAME]}.get(part, [])
+    ]
     files.append("trainer_state.json")
     points = [f"{s}:step" for s in range(1, steps)]
     points += [
