@@ -124,9 +124,14 @@ def accepted_flags():
     from bench import run as bench_run
     from cse import diagnostics, plots, results, stsb_corpus
 
+    from cse import composition
+
     run_scripts = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, "run_*.py")))
-    assert len(run_scripts) == 6
-    dataclasses = {cls for name in run_scripts for cls in _run_script_dataclasses(name)}
+    assert len(run_scripts) == 7
+    presets = [name for name in run_scripts if name != "run_cse"]
+    dataclasses = {cls for name in presets for cls in _run_script_dataclasses(name)}
+    # run_cse.py: the presets' and, in composed runs, each part's flags spelled by composition.flag_name
+    dataclasses |= {composition.PartsArguments, *map(composition.namespaced_arguments, composition.parts())}
     dataclasses |= {anli_eval.ANLIArguments, anli_eval.ANLITrainingArguments, diagnostics.DiagnosticsArguments}
     flags = set()
     for cls in dataclasses:  # one parser each: the methods' classes redefine shared fields
