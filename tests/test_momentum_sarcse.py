@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModel, AutoTokenizer, TrainerCallback, set_seed
+from transformers import AutoModel, AutoTokenizer, set_seed
 
 from cse.arguments import CSETrainingArguments, ModelArguments
 from cse.data import TwoViewCollator
@@ -34,6 +34,7 @@ from cse.methods.vadvcse import VAdvCSETrainer
 from cse.modeling import load_model, read_cse_config
 
 from .conftest import QUIET_CPU, SENTENCES, SENTEVAL, small_sarcse_args, tiny_model_dir
+from .test_adcse import Record  # q's and p's weights at the start and after each step
 
 THETA, FREQ_LAMBDA = 0.1, 5.0  # a lambda at which the frequency weights vary on 8 sentences
 
@@ -151,24 +152,6 @@ def test_one_steps_loss_is_adcse_on_q_and_p_plus_both_reconstructions(no_dropout
     assert np.abs(z_plus - z_plus_q).max() > 1e-3 and abs(l_r_plus - l_r_plus_q) > 1e-4 * l_r_plus
 
 
-class Record(TrainerCallback):
-    """q's and p's weights at the start and after each optimizer step (on_step_end follows AdCSE's
-    momentum update)."""
-
-    def __init__(self, model):
-        self.model, self.q, self.p = model, [], []
-
-    def snapshot(self):
-        self.q.append({n: t.detach().double().clone() for n, t in self.model.backbone.named_parameters()})
-        self.p.append({n: t.detach().double().clone() for n, t in self.model.momentum_backbone.named_parameters()})
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.snapshot()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.snapshot()
-
-
 def test_two_steps_move_p_by_eq4_and_the_adversaries_and_autoencoder_and_export_sarcse(no_dropout_roberta, tmp_path):
     m = 0.9
     trainer = make_trainer(no_dropout_roberta, tmp_path / "run", momentum=m)
@@ -227,12 +210,12 @@ def test_two_steps_move_p_by_eq4_and_the_adversaries_and_autoencoder_and_export_
     exported = AutoModel.from_pretrained(str(export)).state_dict()
     for name, value in model.backbone.state_dict().items():
         assert torch.equal(exported[name], value), name
-    assert not torch.equal(exported["encoder.layer.0.attention.self.query.weight"], model.momentum_backbone.state_dict()[
-        "encoder.layer.0.attention.self.query.weight"
-    ])  # p has not been exported in q's place
+    query = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(exported[query], model.momentum_backbone.get_parameter(query))  # p is not q
+    # Z by hand from q's backbone, sentence by sentence
     tok = AutoTokenizer.from_pretrained(str(export))
-    batch = {k: v[:, None] for k, v in tok(sentences, padding=True, return_tensors="pt").items()}
-    (z,), _ = hand_views(trainer, {k: v.expand(-1, 1, -1) for k, v in batch.items()}, (model.backbone,))
+    one_view = {k: v[:, None] for k, v in tok(sentences, padding=True, return_tensors="pt").items()}
+    (z,), _ = hand_views(trainer, one_view, (model.backbone,))
     np.testing.assert_allclose(loaded.encode(sentences).numpy(), z, rtol=1e-4, atol=1e-5)
 
 
