@@ -167,10 +167,11 @@ class CSETrainer(Trainer):
 
     @property
     def citations(self) -> list[str]:
-        """BibTeX entries of this trainer's method and of every loss it holds, each once, the method's
+        """BibTeX entries of this trainer's method and of every loss it holds, and every loss those hold
+        (``AdversarialInfoNCELoss(base=MixCSELoss(...))`` cites both papers), each once, the method's
         first: what the model card cites."""
-        losses = [m for m in vars(self).values() if isinstance(m, nn.Module) and hasattr(m, "citation")]
-        return list(dict.fromkeys([self.citation, *(loss.citation for loss in losses)]))
+        held = [m for value in vars(self).values() if isinstance(value, nn.Module) for m in value.modules()]
+        return list(dict.fromkeys([self.citation, *(m.citation for m in held if hasattr(m, "citation"))]))
 
     @property
     def zero_stage(self) -> int | None:

@@ -1,5 +1,5 @@
 """Contrastive objectives, one module each, hyperparameters as constructor arguments."""
 
-from .infonce import InfoNCELoss, cosine_logits
+from .infonce import InfoNCELoss, LogitBlock, cosine_logits, mean_cross_entropy
 
-__all__ = ["InfoNCELoss", "cosine_logits"]
+__all__ = ["InfoNCELoss", "LogitBlock", "cosine_logits", "mean_cross_entropy"]

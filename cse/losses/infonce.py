@@ -10,6 +10,10 @@ candidates h_j+ (and anchors) come from every rank, so N is the global batch.
 
 from __future__ import annotations
 
+import functools
+import operator
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -25,6 +29,24 @@ def cosine_logits(anchors: torch.Tensor, candidates: torch.Tensor, temperature: 
         a = F.normalize(anchors.float(), dim=-1)
         c = F.normalize(candidates.float(), dim=-1)
         return a @ c.T / temperature
+
+
+class LogitBlock(NamedTuple):
+    """Rows of a softmax cross-entropy: ``logits`` (rows, candidates), each a score / temperature;
+    ``labels`` (rows,), the column of each row's positive; ``anchors`` (rows, d), the embedding each
+    row scores its candidates against, so that a negative n appended to the row scores
+    ``cos(anchor, n) / temperature`` (:class:`~cse.losses.adcse.AdversarialInfoNCELoss` with a base)."""
+
+    logits: torch.Tensor
+    labels: torch.Tensor
+    anchors: torch.Tensor
+
+
+def mean_cross_entropy(blocks: list[LogitBlock]) -> torch.Tensor:
+    """The mean of the blocks' mean cross-entropies: the mean over all their rows, the blocks holding
+    one row per sentence each."""
+    losses = [F.cross_entropy(block.logits, block.labels) for block in blocks]
+    return losses[0] if len(losses) == 1 else functools.reduce(operator.add, losses) / len(losses)
 
 
 class InfoNCELoss(nn.Module):

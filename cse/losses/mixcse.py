@@ -50,7 +50,7 @@ from torch import nn
 
 from .. import citations
 from ..distributed import all_gather_with_grad
-from .infonce import cosine_logits
+from .infonce import LogitBlock, cosine_logits, mean_cross_entropy
 
 LOSS_FORMS = ("released", "paper")
 
@@ -78,6 +78,8 @@ class MixCSELoss(nn.Module):
     in the denominator; no flag removes them (SimCSE is ``run_simcse.py``). ``form="released"`` is
     the authors' code (default, the published tables), ``form="paper"`` L_mix as printed;
     ``single=True`` is MixCSE_single and ``stop_gradient=False`` MixCSE_wo sg (Table 3).
+    ``AdversarialInfoNCELoss(..., base=MixCSELoss(...))`` (:mod:`cse.losses.adcse`) adds AdCSE's
+    adversaries to its softmax, row by row (:meth:`logit_blocks`).
 
     Example::
 
@@ -132,17 +134,27 @@ class MixCSELoss(nn.Module):
         the training log."""
         if self.gather_across_devices:
             anchors, positives = all_gather_with_grad(anchors), all_gather_with_grad(positives)
+        blocks, statistics = self.logit_blocks(anchors, positives)
+        return {"contrastive": mean_cross_entropy(blocks)}, statistics
+
+    def logit_blocks(self, anchors: torch.Tensor, positives: torch.Tensor, temperature: float | None = None):
+        """``(blocks, statistics)`` of the (gathered) batch: the rows of the loss as
+        :class:`~cse.losses.LogitBlock`\\ s, whose :func:`~cse.losses.mean_cross_entropy` is the loss,
+        and Fig. 4(a)'s batch means. ``released``: one block of N x 3N logits, row i anchored at z1_i;
+        ``paper``: the N rows anchored at h_i, then the N anchored at h'_i. ``temperature`` replaces
+        tau throughout (the zeroed entries of B2 and B3 stay 0)."""
+        temperature = self.temperature if temperature is None else temperature
         n = anchors.shape[0]
         if n < 2:
             raise ValueError(f"MixCSE needs at least 2 sentences per (global) batch to mix negatives, got {n}")
         # float32 whatever the autocast dtype: at tau = 0.05 rounding errors are magnified twentyfold
         z1, z2 = anchors.float(), positives.float()
-        similarities = cosine_logits(z1, z2, self.temperature)
+        similarities = cosine_logits(z1, z2, temperature)
         labels = torch.arange(n, device=z1.device)
         if self.form == "released":
-            loss, mix_scores = self._released(z1, z2, similarities, labels)
+            blocks, mix_scores = self._released(z1, z2, similarities, labels, temperature)
         else:
-            loss, mix_scores = self._paper(z1, z2, similarities, labels)
+            blocks, mix_scores = self._paper(z1, z2, similarities, labels, temperature)
         with torch.no_grad():
             # Fig. 4(a): batch means of h_i.h'_i/tau, h_i.h'_j/tau (j != i) and the anchors' mixed scores
             # (the off-diagonal mean from sums: selecting it with a mask would wait for the GPU)
@@ -152,31 +164,31 @@ class MixCSELoss(nn.Module):
                 "negative_score": (similarities.sum() - diagonal.sum()) / (n * (n - 1)),
                 "mix_score": torch.cat(mix_scores).mean(),
             }
-        return {"contrastive": loss}, statistics
+        return blocks, statistics
 
-    def _released(self, z1, z2, similarities, labels):
+    def _released(self, z1, z2, similarities, labels, temperature):
         eye = torch.eye(len(labels), dtype=torch.bool, device=z1.device)
         # B2[i, i-1] and B3[i, i+1] pair a mixture with the positive that makes up 1 - lambda of it
-        b2 = cosine_logits(z1, self._mixed(z2), self.temperature).masked_fill(eye.roll(-1, dims=1), 0.0)
+        b2 = cosine_logits(z1, self._mixed(z2), temperature).masked_fill(eye.roll(-1, dims=1), 0.0)
         blocks, mix_scores = [similarities, b2], [b2.diagonal()]
         if not self.single:
-            b3 = cosine_logits(self._mixed(z1), z2, self.temperature).masked_fill(eye.roll(1, dims=1), 0.0)
+            b3 = cosine_logits(self._mixed(z1), z2, temperature).masked_fill(eye.roll(1, dims=1), 0.0)
             blocks.append(b3)
             mix_scores.append(b3.diagonal())
-        return F.cross_entropy(torch.cat(blocks, dim=1), labels), mix_scores
+        return [LogitBlock(torch.cat(blocks, dim=1), labels, z1)], mix_scores
 
-    def _paper(self, z1, z2, similarities, labels):
+    def _paper(self, z1, z2, similarities, labels, temperature):
         h, h_prime = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
         # h_i . h~'_i / tau: the anchor h_i against its own mixed negative
-        mixed_for_h = (h * F.normalize(self._mixed(h_prime), dim=-1)).sum(-1) / self.temperature
-        loss_h = F.cross_entropy(torch.cat([similarities, mixed_for_h[:, None]], dim=1), labels)
+        mixed_for_h = (h * F.normalize(self._mixed(h_prime), dim=-1)).sum(-1) / temperature
         mix_scores = [mixed_for_h]
         reverse = similarities.T  # rows anchored at h'_i: h'_i . h_k / tau
         if not self.single:
-            mixed_for_h_prime = (h_prime * F.normalize(self._mixed(h), dim=-1)).sum(-1) / self.temperature
+            mixed_for_h_prime = (h_prime * F.normalize(self._mixed(h), dim=-1)).sum(-1) / temperature
             reverse = torch.cat([reverse, mixed_for_h_prime[:, None]], dim=1)
             mix_scores.append(mixed_for_h_prime)
-        return (loss_h + F.cross_entropy(reverse, labels)) / 2, mix_scores
+        anchored_at_h = LogitBlock(torch.cat([similarities, mixed_for_h[:, None]], dim=1), labels, z1)
+        return [anchored_at_h, LogitBlock(reverse, labels, z2)], mix_scores
 
     def get_config_dict(self) -> dict:
         return {

@@ -117,24 +117,32 @@ class MomentumDualEncoder(CSEModel):
     q by Eq. 4). The training forward encodes view 0 with q and view 1 with p, without gradient; the
     embedding forward, ``encode`` and ``save_pretrained`` are q's alone.
 
-    Args (besides :class:`CSEModel`'s):
+    Args (besides those of :class:`CSEModel`, or of the encoder class it is combined with: see
+    :class:`cse.methods.sarcse.MomentumSARCSEModel`):
         momentum: m in Eq. 4.
         shared_head: apply q's head to p's [CLS] (the released code) instead of p's own momentum
             copy of it (the paper's g_p). Only meaningful with the ``cls`` pooler.
     """
 
-    def __init__(self, backbone, tokenizer, pooler_type="cls", mlp_only_train=False, momentum=0.995, shared_head=True):
-        super().__init__(backbone, tokenizer, pooler_type=pooler_type, mlp_only_train=mlp_only_train)
+    def __init__(self, *args, momentum: float = 0.995, shared_head: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
         self.momentum = momentum
-        self.shared_head = shared_head and pooler_type == "cls"
-        self.momentum_backbone = copy.deepcopy(backbone).requires_grad_(False)
+        self.shared_head = shared_head and self.pooler_type == "cls"
+        self.momentum_backbone = copy.deepcopy(self.backbone).requires_grad_(False)
         if self.shared_head:
             self.momentum_backbone.pooler = None  # p's [CLS] goes through q's head instead
         self._parameter_cache = None
 
     @classmethod
     def from_encoder(cls, encoder: CSEModel, momentum: float = 0.995, shared_head: bool = True):
-        """Pair ``encoder`` (as q, weights shared, not copied) with a momentum copy of it as p."""
+        """Pair ``encoder`` (as q, weights shared, not copied) with a momentum copy of it as p. A
+        backbone and pooler only: an encoder with more to its embedding (a subclass of
+        :class:`CSEModel`) is refused rather than stripped."""
+        if type(encoder) is not CSEModel:
+            raise TypeError(
+                f"{type(encoder).__name__} is more than a backbone and a pooler, which is all this momentum encoder "
+                "would keep: pair it by its own class (a SARCSEModel: cse.methods.sarcse.MomentumSARCSEModel)"
+            )
         return cls(
             encoder.backbone,
             encoder.tokenizer,

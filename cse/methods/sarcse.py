@@ -41,6 +41,7 @@ from ..registry import BenchShape, MethodRecord, register
 from ..resume import resolve_checkpoint
 from ..textcnn import TextCNNAutoEncoder
 from ..trainer import CSETrainer, StepLoss, total
+from .adcse import MomentumDualEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -163,18 +164,40 @@ class SARCSEModel(CSEModel):
         states = states.gather(1, order[..., None].expand(-1, -1, states.shape[-1]))
         return states, input_ids.gather(1, order), mask.gather(1, order)
 
-    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
-        states = self._backbone_outputs(input_ids, attention_mask, token_type_ids, backbone).last_hidden_state
+    def autoencode(self, states, input_ids, attention_mask, reconstruct: bool = False):
+        """``(Z, batch)``: the code of each row's real tokens among ``states`` (B, L, d) and, with
+        ``reconstruct``, their :class:`ReconstructionBatch` (else None)."""
         tokens, token_ids, mask = self.content_tokens(states, input_ids, attention_mask)
-        reconstruct = self.training and self.autoencoder.has_decoder
         out = self.autoencoder(tokens, mask, reconstruct=reconstruct)
-        if reconstruct:
-            target = tokens.detach() if self.detach_target else tokens
-            self._reconstruction = ReconstructionBatch(target, out.reconstruction, token_ids, mask)
-        return out.embedding
+        if not reconstruct:
+            return out.embedding, None
+        target = tokens.detach() if self.detach_target else tokens
+        return out.embedding, ReconstructionBatch(target, out.reconstruction, token_ids, mask)
+
+    def encode_tokens(self, input_ids, attention_mask, token_type_ids=None, backbone=None, reconstruct=False):
+        """:meth:`autoencode` of ``backbone``'s (default: this model's) last layer."""
+        states = self._backbone_outputs(input_ids, attention_mask, token_type_ids, backbone).last_hidden_state
+        return self.autoencode(states, input_ids, attention_mask, reconstruct)
+
+    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
+        return self.encode_tokens(input_ids, attention_mask, token_type_ids, backbone)[0]
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        """:class:`CSEModel`'s training forward (Z of each view). A training forward of two views also
+        keeps their reconstruction for the trainer (:meth:`pop_reconstruction`; rows alternate view 0
+        and view 1 of each sentence); a forward of one view (V-advCSE's re-encoding of the perturbed
+        anchors) leaves the kept one as it is."""
+        batch, views, length = input_ids.shape
+        if not (self.training and self.autoencoder.has_decoder and views == 2):
+            return super().forward(input_ids, attention_mask, token_type_ids)
+        flat = lambda t: None if t is None else t.reshape(batch * views, length)  # noqa: E731
+        embedding, self._reconstruction = self.encode_tokens(
+            flat(input_ids), flat(attention_mask), flat(token_type_ids), reconstruct=True
+        )
+        return embedding.view(batch, views, -1)
 
     def pop_reconstruction(self) -> ReconstructionBatch | None:
-        """The last training forward's reconstruction, handed over once."""
+        """The last two-view training forward's reconstruction, handed over once."""
         batch, self._reconstruction = self._reconstruction, None
         return batch
 
@@ -210,6 +233,70 @@ class SARCSEModel(CSEModel):
         autoencoder = TextCNNAutoEncoder(**config["autoencoder"])
         autoencoder.load_state_dict(load_file(weights))
         return cls(encoder.backbone, encoder.tokenizer, autoencoder, detach_target=config["detach_target"])
+
+
+def interleaved(first: ReconstructionBatch, second: ReconstructionBatch) -> ReconstructionBatch:
+    """Rows alternating ``first``'s and ``second``'s, sentence by sentence: the layout of a two-view
+    training forward (view 0, view 1 of each sentence)."""
+    return ReconstructionBatch(
+        *(torch.stack([getattr(first, f.name), getattr(second, f.name)], dim=1).flatten(0, 1) for f in fields(first))
+    )
+
+
+class MomentumSARCSEModel(MomentumDualEncoder, SARCSEModel):
+    """SARCSE's model as AdCSE's untied dual encoder (:class:`~cse.methods.adcse.MomentumDualEncoder`):
+    encoder q (``backbone``, trained by gradient) encodes view 0, encoder p (``momentum_backbone``,
+    theta_p <- m theta_p + (1 - m) theta_q after each optimizer step, AdCSE's Eq. 4, taken by
+    :class:`~cse.methods.adcse.AdCSETrainer`) encodes view 1, and one TextCNN autoencoder serves both,
+    as the released AdCSE code applies q's head to p's [CLS]:
+
+    * Z = AE(X), X the real tokens of q's last layer: the anchor, the sentence embedding.
+    * Z+ = AE(X+), X+ those of p's: the positive, without gradient (AdCSE's h_i+; p has none).
+    * L_R (view 0, beta) is SARCSE's: X against the decoder's X' = Dec(Z), gradient to q and the
+      autoencoder (to X too unless ``detach_target``).
+    * L_R+ (view 1, gamma): X+ (a constant, p having no gradient) against Dec(AE(X+)), with gradient
+      to the autoencoder (its encoder and decoder), so that gamma's term trains it as in SARCSE; cut
+      there too, it would be a constant. It reaches neither q nor p.
+
+    :meth:`pop_reconstruction` gives both views' rows alternating view 0, view 1 of each sentence,
+    the layout of :class:`SARCSEModel`'s, so ``class T(ReconstructionMixin, AdCSETrainer)`` trains it
+    unchanged (L = alpha L_I + beta L_R + gamma L_R+, SARCSE's Eq. 12, with AdCSE's L_I). Training
+    checkpoints hold p (in the state dict); the export is SARCSE's (``model_kind`` ``"sarcse"``: q's
+    backbone and the autoencoder, which :func:`cse.modeling.load_model` reads as a
+    :class:`SARCSEModel`), without p.
+
+    Args: those of :class:`SARCSEModel`, and ``momentum``, m.
+    """
+
+    def __init__(self, backbone, tokenizer, autoencoder: TextCNNAutoEncoder, detach_target=False, momentum=0.995):
+        super().__init__(backbone, tokenizer, autoencoder, detach_target=detach_target, momentum=momentum)
+        # Z+ comes from the shared autoencoder: p's pooling layer would be as unused as q's
+        self.momentum_backbone.pooler = None
+
+    @classmethod
+    def from_encoder(cls, encoder: SARCSEModel, momentum: float = 0.995):
+        """Pair ``encoder`` (as q, its backbone and autoencoder shared, not copied) with a momentum
+        copy of its backbone as p."""
+        if type(encoder) is not SARCSEModel:
+            raise TypeError(f"expected a SARCSEModel, got {type(encoder).__name__}")
+        return cls(encoder.backbone, encoder.tokenizer, encoder.autoencoder, encoder.detach_target, momentum)
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        """``(batch, 2, length)`` -> ``(batch, 2, Z's size)``: Z from q, Z+ from p (no gradient)."""
+        view = lambda t, v: None if t is None else t[:, v]  # noqa: E731
+        reconstruct = self.training and self.autoencoder.has_decoder
+        anchors, anchor_batch = self.encode_tokens(
+            view(input_ids, 0), view(attention_mask, 0), view(token_type_ids, 0), reconstruct=reconstruct
+        )
+        positive_view = (view(input_ids, 1), view(attention_mask, 1))
+        with torch.no_grad():
+            states = self._backbone_outputs(*positive_view, view(token_type_ids, 1), self.momentum_backbone)
+        # the autoencoder's graph over p's tokens only where L_R+ trains it
+        with torch.set_grad_enabled(reconstruct and torch.is_grad_enabled()):
+            positives, positive_batch = self.autoencode(states.last_hidden_state, *positive_view, reconstruct)
+        if reconstruct:
+            self._reconstruction = interleaved(anchor_batch, positive_batch)
+        return torch.stack([anchors, positives.detach()], dim=1)
 
 
 def corpus_token_ids(dataset):
@@ -252,13 +339,13 @@ class ReconstructionMixin:
         batch = self.encoder.pop_reconstruction()
         # Eq. 12's alpha L_I: alpha scales the trainer's own terms
         terms = {name: self.alpha * term for name, term in step.terms.items()}
+        views = inputs["input_ids"].shape[1]
+        if model.training and views != 2:
+            raise ValueError(f"L_R and L_R+ need two views of each sentence, got {views}")
         if batch is None:
             if model.training:
                 raise RuntimeError("the model's training forward left no reconstruction")
             return StepLoss(terms, step.statistics, step.outputs)
-        views = inputs["input_ids"].shape[1]
-        if views != 2:
-            raise ValueError(f"L_R and L_R+ need two views of each sentence, got {views}")
         per_sentence = self.reconstruction_loss(batch.target, batch.reconstruction, batch.token_ids, batch.mask)
         reconstruction, reconstruction_positive = per_sentence.view(-1, views).mean(0)
         terms.update(
@@ -442,6 +529,7 @@ __all__ = [
     "SARCSETrainer",
     "SARCSETrainingArguments",
     "RECORD",
+    "MomentumSARCSEModel",
     "ReconstructionMixin",
     "build",
     "build_model",
