@@ -90,6 +90,12 @@ METHODS = {
     # composed runs (run_cse.py --parts): the state of every part resumes
     "mixcse+vadvcse": ("run_cse.py", "bert", ["--parts", "mixcse,vadvcse", "--vadv_lambda", "0.5"]),
     "sarcse+vadvcse": ("run_cse.py", "roberta", ["--parts", "sarcse,vadvcse", "--textcnn_channels", "8"]),
+    "adcse+sarcse": (
+        "run_cse.py",
+        "roberta",
+        ["--parts", "adcse,sarcse", "--num_adversaries", "8", "--textcnn_channels", "8"],
+    ),
+    "adcse+mixcse": ("run_cse.py", "bert", ["--parts", "adcse,mixcse", "--num_adversaries", "8"]),
 }
 
 
@@ -238,6 +244,8 @@ FAST_KILLS = {
     "sarcse": ["4:after:" + TOKEN_COUNTS_NAME],
     "mixcse+vadvcse": ["4:during:optimizer.pt"],
     "sarcse+vadvcse": ["4:during:" + TOKEN_COUNTS_NAME],
+    "adcse+sarcse": ["4:after:" + ADVERSARY_STATE_NAME],
+    "adcse+mixcse": ["4:during:" + ADVERSARY_STATE_NAME],
 }
 
 

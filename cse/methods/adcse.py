@@ -427,27 +427,41 @@ class _AfterOptimizerStep(TrainerCallback):
 
 
 def momentum_encoder(model, model_args, adcse_args: AdCSEArguments):
-    """The model with momentum encoder p for the positives (``--untied_dual_encoder``, the default)."""
+    """The model with momentum encoder p for the positives (``--untied_dual_encoder``, the default): a
+    :class:`MomentumDualEncoder`, or the momentum class an encoder with more to its embedding names
+    (``momentum_class``: SARCSE's :class:`~cse.methods.sarcse.MomentumSARCSEModel`, whose shared
+    head is its autoencoder)."""
     if not adcse_args.untied_dual_encoder:
         return model
-    return MomentumDualEncoder.from_encoder(
-        model, momentum=adcse_args.momentum, shared_head=adcse_args.variant == "released"
-    )
+    paired = getattr(model, "momentum_class", None)
+    if paired is not None:
+        if adcse_args.variant == "paper":
+            raise CSEUsageError(
+                f"--adcse_variant paper gives p its own head, and {type(model).__name__}'s head is shared by q and p"
+            )
+        return paired.from_encoder(model, momentum=adcse_args.momentum)
+    shared_head = adcse_args.variant == "released"
+    return MomentumDualEncoder.from_encoder(model, momentum=adcse_args.momentum, shared_head=shared_head)
 
 
 def adversarial_loss(loss, model, model_args, adcse_args: AdCSEArguments):
-    """``loss`` with the negative adversaries' columns (Eq. 5), or ``loss`` itself with ``--no_adversaries``
-    (in-batch negatives only, whichever the variant: Eq. 5 without adversaries has no negatives)."""
+    """``loss`` with the negative adversaries' columns (Eq. 5): InfoNCE's, or those of the softmax
+    another part made (``base``: MixCSE's); ``loss`` itself with ``--no_adversaries`` (in-batch
+    negatives only, whichever the variant: Eq. 5 without adversaries has no negatives)."""
     if not adcse_args.adversaries:
         return loss
-    if type(loss) is not InfoNCELoss:
-        raise ValueError(f"AdCSE's adversaries extend InfoNCE, not {type(loss).__name__}")
+    if type(loss) is not InfoNCELoss and adcse_args.variant == "paper":
+        raise CSEUsageError(
+            f"--adcse_variant paper has no in-batch negatives, and {type(loss).__name__}'s are: use --adcse_variant "
+            "released"
+        )
     return AdversarialInfoNCELoss(
         model.embedding_size,
         adcse_args.num_adversaries,
         model_args.temp,
         form=adcse_args.variant,
         adversary_temperature=adcse_args.adversary_temperature,
+        base=None if type(loss) is InfoNCELoss else loss,
     )
 
 

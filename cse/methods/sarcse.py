@@ -299,6 +299,10 @@ class MomentumSARCSEModel(MomentumDualEncoder, SARCSEModel):
         return torch.stack([anchors, positives.detach()], dim=1)
 
 
+# AdCSE's momentum encoder pairs a SARCSE model by this class (cse.methods.adcse.momentum_encoder)
+SARCSEModel.momentum_class = MomentumSARCSEModel
+
+
 def corpus_token_ids(dataset):
     for batch in dataset.select_columns(["input_ids"]).iter(batch_size=10_000):
         yield from batch["input_ids"]
