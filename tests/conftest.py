@@ -260,3 +260,24 @@ def launches(tmp_path, script, *args):
     proc = subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return [line.split() for line in log.read_text().splitlines()], proc.stdout
+
+
+# imported after HF_HUB_OFFLINE is set above: transformers reads it at import
+from transformers import TrainerCallback  # noqa: E402
+
+
+class MomentumWeights(TrainerCallback):
+    """theta_q and theta_p after each optimizer step (on_step_end follows the momentum update)."""
+
+    def __init__(self, model):
+        self.model, self.q, self.p = model, [], []
+
+    def snapshot(self):
+        self.q.append({n: t.detach().double().clone() for n, t in self.model.backbone.named_parameters()})
+        self.p.append({n: t.detach().double().clone() for n, t in self.model.momentum_backbone.named_parameters()})
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.snapshot()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.snapshot()

@@ -21,9 +21,7 @@ from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments, AdCSETrainer, MomentumDualEncoder
 from cse.modeling import CSEModel
 
-from .conftest import DATA, QUIET_CPU, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, torchrun
-
-
+from .conftest import DATA, QUIET_CPU, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, MomentumWeights, torchrun
 
 # --- the loss ---------------------------------------------------------------------------------
 
@@ -222,28 +220,11 @@ def test_adversary_step_raises_and_encoder_step_lowers_the_loss(no_dropout_bert,
     assert batch_loss(trainer) < before - 1e-5
 
 
-class Record(TrainerCallback):
-    """theta_q and theta_p after each optimizer step (on_step_end follows the momentum update)."""
-
-    def __init__(self, model):
-        self.model, self.q, self.p = model, [], []
-
-    def snapshot(self):
-        self.q.append({n: t.detach().double().clone() for n, t in self.model.backbone.named_parameters()})
-        self.p.append({n: t.detach().double().clone() for n, t in self.model.momentum_backbone.named_parameters()})
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.snapshot()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.snapshot()
-
-
 @pytest.mark.parametrize("variant", ["released", "paper"])
 def test_momentum_encoder_follows_eq4_closed_form(tiny_bert, tmp_path, variant):
     m, k = 0.9, 5
     trainer = make_trainer(tiny_bert, tmp_path, variant=variant, momentum=m, max_steps=k, sentences=SENTENCES)
-    record = Record(trainer.model)
+    record = MomentumWeights(trainer.model)
     trainer.add_callback(record)
     trainer.train()
     q, p = record.q, record.p

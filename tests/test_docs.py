@@ -122,9 +122,7 @@ def accepted_flags():
     import anli_eval
     import senteval_eval
     from bench import run as bench_run
-    from cse import diagnostics, plots, results, stsb_corpus
-
-    from cse import composition
+    from cse import composition, diagnostics, plots, results, stsb_corpus
 
     run_scripts = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, "run_*.py")))
     assert len(run_scripts) == 7

@@ -33,8 +33,7 @@ from cse.methods.sarcse import (
 from cse.methods.vadvcse import VAdvCSETrainer
 from cse.modeling import load_model, read_cse_config
 
-from .conftest import QUIET_CPU, SENTENCES, SENTEVAL, small_sarcse_args, tiny_model_dir
-from .test_adcse import Record  # q's and p's weights at the start and after each step
+from .conftest import QUIET_CPU, SENTENCES, SENTEVAL, MomentumWeights, small_sarcse_args, tiny_model_dir
 
 THETA, FREQ_LAMBDA = 0.1, 5.0  # a lambda at which the frequency weights vary on 8 sentences
 
@@ -156,7 +155,7 @@ def test_two_steps_move_p_by_eq4_and_the_adversaries_and_autoencoder_and_export_
     m = 0.9
     trainer = make_trainer(no_dropout_roberta, tmp_path / "run", momentum=m)
     model = trainer.model
-    record = Record(model)
+    record = MomentumWeights(model)
     trainer.add_callback(record)
     adversaries = trainer.adversaries.detach().clone()
     decoder = model.autoencoder.transposed_cnn.weight.detach().clone()
