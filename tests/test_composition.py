@@ -2,6 +2,7 @@
 checked before any work, a single part is its method's preset, and a composition's loss is the sum of
 its parts' equations (float64, by hand)."""
 
+import math
 import os
 import subprocess
 import sys
@@ -188,3 +189,53 @@ def test_a_composed_run_records_its_parts_cites_every_paper_and_logs_each_terms_
     os.remove(out / "cse_config.json")
     with pytest.raises(CSEUsageError, match=r"holds an interrupted run with other settings \(method\.vadv_lambda"):
         run("vadvcse")
+
+
+def test_sarcse_with_vadvcse_is_eq12_over_eq10(tmp_path):
+    """L = alpha (L_cont + lambda L_vadv) + beta L_R + gamma L_R+ (SARCSE's Eq. 12 over V-advCSE's
+    Eq. 10), all on Z; L_R and L_R+ of the two-view forward, not of the perturbed one. float64."""
+    from cse.methods.vadvcse import perturbed_word_embeddings
+
+    from .conftest import tiny_model_dir
+
+    model_dir = tiny_model_dir(tmp_path / "roberta", "roberta", dropout=0.0)
+    alpha, beta, gamma, lam, tau = 0.5, 0.3, 0.7, 2.0, 0.5
+    trainer = composed_trainer(
+        model_dir,
+        tmp_path / "out",
+        *("--parts", "sarcse,vadvcse", "--textcnn_channels", "8", "--temp", str(tau)),
+        *("--alpha", str(alpha), "--beta", str(beta), "--gamma", str(gamma), "--vadv_lambda", str(lam)),
+        *("--epsilon", "0.5", "--step_size", "0.5"),
+    )
+    trainer.count_token_frequencies()
+    model = trainer.model.double().train()
+    trainer.vadv_loss = RecordingSearch(**trainer.vadv_loss.get_config_dict())
+    inputs = trainer.data_collator([trainer.train_dataset[i] for i in range(6)])
+    loss, step = trainer.training_loss(model, inputs)
+    assert set(step.terms) == {"contrastive", "vadv", "reconstruction", "reconstruction_positive"}
+    r = trainer.vadv_loss.r
+    with torch.no_grad():
+        views = model(**inputs)  # no dropout: the training step's Z and Z+
+        recon = model.pop_reconstruction()
+        per_row = trainer.reconstruction_loss(recon.target, recon.reconstruction, recon.token_ids, recon.mask)
+        with perturbed_word_embeddings(model.backbone, r):
+            perturbed = model(**{k: v[:, :1] for k, v in inputs.items()})[:, 0]
+        assert model.pop_reconstruction() is None  # the one-view forward keeps none
+    unit = lambda x: x / x.norm(dim=-1, keepdim=True)  # noqa: E731
+    n = len(views)
+    clean = [[torch.dot(unit(views[i, 0]), unit(views[j, 1])).item() / tau for j in range(n)] for i in range(n)]
+    noisy = [[torch.dot(unit(perturbed[i]), unit(views[j, 1])).item() / tau for j in range(n)] for i in range(n)]
+    l_cont = sum(-(row[i] - math.log(sum(math.exp(x) for x in row))) for i, row in enumerate(clean)) / n
+    js = 0.0
+    for a, b in zip(clean, noisy):
+        p = [math.exp(x) / sum(math.exp(y) for y in a) for x in a]
+        q = [math.exp(x) / sum(math.exp(y) for y in b) for x in b]
+        m = [(pi + qi) / 2 for pi, qi in zip(p, q)]
+        js += 0.5 * sum(pi * math.log(pi / mi) for pi, mi in zip(p, m))
+        js += 0.5 * sum(qi * math.log(qi / mi) for qi, mi in zip(q, m))
+    js /= n
+    # rows alternate view 0 and view 1 of each sentence
+    expected = alpha * (l_cont + lam * js) + beta * per_row[0::2].mean().item() + gamma * per_row[1::2].mean().item()
+    assert step.terms["vadv"].item() == pytest.approx(alpha * lam * js, rel=1e-6)
+    assert loss.item() == pytest.approx(expected, rel=1e-6)  # the losses round to float32
+    assert js > 1e-6 and per_row[0::2].mean() != per_row[1::2].mean()
