@@ -238,4 +238,4 @@ def test_sarcse_with_vadvcse_is_eq12_over_eq10(tmp_path):
     expected = alpha * (l_cont + lam * js) + beta * per_row[0::2].mean().item() + gamma * per_row[1::2].mean().item()
     assert step.terms["vadv"].item() == pytest.approx(alpha * lam * js, rel=1e-6)
     assert loss.item() == pytest.approx(expected, rel=1e-6)  # the losses round to float32
-    assert js > 1e-6 and per_row[0::2].mean() != per_row[1::2].mean()
+    assert js > 1e-6 and len(per_row) == 2 * n  # both views reconstructed (without dropout they are alike)
