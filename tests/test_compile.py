@@ -34,6 +34,13 @@ METHODS = {
     "vadvcse": ("run_vadvcse", "bert", []),
     "vadvcse-shared-dropout": ("run_vadvcse", "bert", ["--shared_dropout", "true"]),
     "sarcse": ("run_sarcse", "roberta", ["--textcnn_channels", "16", "--cnn_channels", "2"]),
+    # composed steps: no break beyond their parts' own
+    "adcse+mixcse": ("run_cse", "bert", ["--parts", "adcse,mixcse", "--num_adversaries", "8"]),
+    "adcse+sarcse": (
+        "run_cse", "roberta", ["--parts", "adcse,sarcse", "--num_adversaries", "8", "--textcnn_channels", "16"]
+    ),
+    "mixcse+vadvcse": ("run_cse", "bert", ["--parts", "mixcse,vadvcse"]),
+    "sarcse+vadvcse": ("run_cse", "roberta", ["--parts", "sarcse,vadvcse", "--textcnn_channels", "16"]),
 }  # fmt: skip
 
 # V-advCSE's search takes grad_r F with torch.autograd.grad inside the training step. Dynamo does not
@@ -45,7 +52,13 @@ METHODS = {
 # break would be a regression.
 AUTOGRAD_GRAD = ("torch.autograd.grad",)
 RNG_REPLAY = ("`get_rng_state`", "_GeneratorContextManager")
-INHERENT_BREAKS = {"vadvcse": (8, AUTOGRAD_GRAD), "vadvcse-shared-dropout": (10, AUTOGRAD_GRAD + RNG_REPLAY)}
+# Composed with V-advCSE, the same break: SARCSE's mixin adds one enclosing frame (its step_terms) to split.
+INHERENT_BREAKS = {
+    "vadvcse": (8, AUTOGRAD_GRAD),
+    "vadvcse-shared-dropout": (10, AUTOGRAD_GRAD + RNG_REPLAY),
+    "mixcse+vadvcse": (8, AUTOGRAD_GRAD),
+    "sarcse+vadvcse": (9, AUTOGRAD_GRAD),
+}
 
 
 @pytest.fixture(scope="module")
