@@ -174,9 +174,7 @@ def run_settings(model_args, data_args, training_args, method_args=None, corpus=
     return json.loads(json.dumps(settings, default=str))
 
 
-def find_checkpoint(
-    model_args, data_args, training_args, method_args=None, method_files=(), corpus=None
-) -> str | None:
+def find_checkpoint(model_args, data_args, training_args, method_args=None, method_files=(), corpus=None) -> str | None:
     """The checkpoint to resume from: ``--resume_from_checkpoint`` if given, else the last complete
     one an interrupted run left in ``output_dir`` (:func:`last_complete_checkpoint`; ``method_files``:
     the state files the method adds to each checkpoint). Refuses, rather than guessing, when
@@ -201,9 +199,11 @@ def find_checkpoint(
                 f"{output_dir} holds a finished run",
                 hint="choose another --output_dir, delete it, or pass --resume_from_checkpoint explicitly",
             )
-        checkpoint = last_complete_checkpoint(output_dir, training_args, method_files)
+        # The settings first: a run of another method expects other state files, and would call the
+        # other run's checkpoints incomplete rather than say what differs.
         saved_path = os.path.join(output_dir, RUN_ARGS_NAME)
-        if checkpoint is not None and os.path.isfile(saved_path):
+        checkpoints = checkpoints_newest_first(output_dir)
+        if checkpoints and os.path.isfile(saved_path):
             with open(saved_path, encoding="utf-8") as f:
                 saved = json.load(f)
             changed = [
@@ -213,11 +213,13 @@ def find_checkpoint(
                 if saved.get(group, {}).get(key) != value and (group != "corpus" or "corpus" in saved)
             ]
             if changed:
+                complete = (c for c in checkpoints if checkpoint_problem(c, training_args, method_files) is None)
                 raise CSEUsageError(
                     f"{output_dir} holds an interrupted run with other settings ({'; '.join(changed)})",
-                    hint=f"use another --output_dir, or pass --resume_from_checkpoint {checkpoint} to continue it "
-                    "anyway",
+                    hint=f"use another --output_dir, or pass --resume_from_checkpoint {next(complete, checkpoints[0])} "
+                    "to continue it anyway",
                 )
+        checkpoint = last_complete_checkpoint(output_dir, training_args, method_files)
         if checkpoint is not None:
             logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)
     if checkpoint is not None and training_args.load_best_model_at_end and os.path.isdir(checkpoint):
