@@ -318,6 +318,9 @@ def markdown() -> str:
         "arguments (model, data, training) take SimCSE's defaults; a single part is its method's preset "
         "(`--parts mixcse` is `run_mixcse.py`, flags and defaults included).",
         "",
+        "A part can live outside the package, in one file: [extending.md](extending.md), which also lists the files "
+        "a new paper method touches in the repository.",
+        "",
         "## Which pairs combine",
         "",
         "| | " + " | ".join(r.name for r in chosen) + " |",
