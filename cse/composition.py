@@ -257,7 +257,9 @@ def build(chosen: list[MethodRecord], model_args, values: list):
     for part, args in sorted(steps, key=lambda step: "softmax" not in step[0].replaces):
         if part.loss is not None:
             loss = part.loss(loss, model, model_args, args)
-    bases = tuple(dict.fromkeys(part.trainer for part, _ in steps if part.trainer is not CSETrainer)) or (CSETrainer,)
+    bases = tuple(dict.fromkeys(part.trainer for part, _ in steps if part.trainer is not CSETrainer))
+    if not any(issubclass(base, CSETrainer) for base in bases):  # mixins alone extend the plain trainer
+        bases += (CSETrainer,)
     trainer_class = type("ComposedTrainer", bases, {"__module__": __name__})
     kwargs = {}
     for part, args in steps:
@@ -315,6 +317,9 @@ def markdown() -> str:
         f"`--<part>_<name>`: {', '.join(f'`--{p}_{n}`' for p, n in namespaced_flags())}. The shared "
         "arguments (model, data, training) take SimCSE's defaults; a single part is its method's preset "
         "(`--parts mixcse` is `run_mixcse.py`, flags and defaults included).",
+        "",
+        "A part can live outside the package, in one file: [extending.md](extending.md), which also lists the files "
+        "a new paper method touches in the repository.",
         "",
         "## Which pairs combine",
         "",

@@ -16,7 +16,7 @@ import importlib
 import os
 import pkgutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import citations
@@ -62,7 +62,8 @@ class MethodRecord:
     """One method.
 
     ``build(model_args, method_args)`` returns ``(model, loss, trainer_class, trainer_kwargs)``, the
-    pieces ``cse.pipeline.train_built`` trains; ``method_arguments`` is the method's own dataclass
+    pieces ``cse.pipeline.train_built`` trains (without one, those of its ``part`` alone on SimCSE's
+    base, :func:`cse.composition.build`); ``method_arguments`` is the method's own dataclass
     (``None`` for SimCSE), ``arguments`` the model, data and training dataclasses its script parses.
     ``terms`` gives the weight of each weighted term the method's trainer logs (the names of
     ``CSETrainer.training_loss``'s terms), from the method's arguments; a term not named weighs 1.
@@ -74,8 +75,8 @@ class MethodRecord:
     name: str
     display_name: str
     citation: str
-    build: Callable
     docs: str  # its page, relative to the repository root
+    build: Callable | None = None
     method_arguments: type | None = None
     arguments: tuple[type, ...] = BASE_ARGUMENTS
     terms: Mapping[str, Callable[[Any], float]] = field(default_factory=dict)
@@ -106,8 +107,14 @@ class MethodRecord:
     def pieces(self, model_args, method_args=None) -> tuple:
         """:attr:`build`'s ``(model, loss, trainer_class, trainer_kwargs)``, the trainer told which method
         it trains (``method=self``: the model card's name and paper)."""
-        model, loss, trainer_class, trainer_kwargs = self.build(model_args, method_args)
-        return model, loss, trainer_class, {**trainer_kwargs, "method": self}
+        if self.build is not None:
+            model, loss, trainer_class, trainer_kwargs = self.build(model_args, method_args)
+            return model, loss, trainer_class, {**trainer_kwargs, "method": self}
+        from .composition import build  # which imports this module
+
+        model, loss, trainer_class, trainer_kwargs = build([self], model_args, [method_args])
+        # a composition of one part: the card names it as a part and cites SimCSE, the base
+        return model, loss, trainer_class, {**trainer_kwargs, "method": replace(self, parts=(self,))}
 
     def term_weights(self, method_args) -> dict[str, float]:
         """The weight of each term of the loss, ``contrastive`` first (1 unless the method scales it)."""

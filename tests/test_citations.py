@@ -4,6 +4,7 @@ docstring's example runs."""
 import doctest
 import importlib
 import os
+import pkgutil
 import re
 
 import pytest
@@ -13,7 +14,7 @@ from cse.trainer import CSETrainer
 
 from .conftest import REPO, SHARED
 
-LOSS_MODULES = ["infonce", "adcse", "mixcse", "reconstruction", "sgbert", "vadvcse"]
+LOSS_MODULES = [info.name for info in pkgutil.iter_modules(importlib.import_module("cse.losses").__path__)]
 LOSSES = {
     "infonce.InfoNCELoss": "simcse",
     "adcse.AdversarialInfoNCELoss": "adcse",

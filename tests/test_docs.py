@@ -117,19 +117,33 @@ def _run_script_dataclasses(module_name):
     return seen
 
 
+def _example_dataclasses():
+    """The argument dataclasses of ``examples/*.py``, each a part that registers itself when imported:
+    imported here into a copy of the registry, which is put back, so that no other test sees them."""
+    from cse import registry
+
+    found = set()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
+        for path in sorted(glob.glob(os.path.join(REPO, "examples", "*.py"))):
+            found.add(_load_script(_rel(path)).RECORD.method_arguments)
+    return found
+
+
 @pytest.fixture(scope="module")
 def accepted_flags():
     import anli_eval
     import senteval_eval
     from bench import run as bench_run
-    from cse import composition, diagnostics, plots, results, stsb_corpus
+    from cse import composition, diagnostics, plots, registry, results, stsb_corpus
 
     run_scripts = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, "run_*.py")))
-    assert len(run_scripts) == 7
-    presets = [name for name in run_scripts if name != "run_cse"]
-    dataclasses = {cls for name in presets for cls in _run_script_dataclasses(name)}
-    # run_cse.py: the presets' and, in composed runs, each part's flags spelled by composition.flag_name
+    # every method's preset, and run_cse.py, whose flags are the parts'
+    presets = {shape.script for record in registry.records() for shape in record.bench.values()}
+    assert {name for name in presets if name.startswith("run_")} | {"run_cse"} == set(run_scripts)
+    dataclasses = {cls for name in run_scripts if name != "run_cse" for cls in _run_script_dataclasses(name)}
     dataclasses |= {composition.PartsArguments, *map(composition.namespaced_arguments, composition.parts())}
+    dataclasses |= _example_dataclasses()
     dataclasses |= {anli_eval.ANLIArguments, anli_eval.ANLITrainingArguments, diagnostics.DiagnosticsArguments}
     flags = set()
     for cls in dataclasses:  # one parser each: the methods' classes redefine shared fields

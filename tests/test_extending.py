@@ -1,0 +1,171 @@
+"""A part outside the package is one file (docs/extending.md): ``examples/align_uniform.py``, copied to a
+directory outside the checkout, trains there as written and joins a composed run; its terms are Wang and
+Isola's alignment and uniformity (float64, by hand); the page quotes the file as it is.
+
+The file runs with ``cse`` importable as ``pip install -e .`` leaves it: the checkout's package on the
+path. These tests put it there with ``PYTHONPATH`` (the suite runs the checkout itself, installed by
+nobody: .ci/run installs requirements.txt only); tests/test_packaging.py checks that ``pip install``
+gives a ``cse`` that works outside the checkout.
+
+The file registers its part when imported, so it is never imported into this process's registry: the
+run is a subprocess, and the in-process checks use a copy of the registry that is put back afterwards
+(tests/test_composition.py lists the repository's own parts).
+"""
+
+import importlib.util
+import itertools
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from cse import registry
+from cse.trainer import CSETrainer, StepLoss
+
+from .conftest import DATA, REPO, WIKI_HEAD
+
+EXAMPLE = os.path.join(REPO, "examples", "align_uniform.py")
+PAGE = os.path.join(REPO, "docs", "extending.md")
+WANG_ISOLA = "Understanding Contrastive Representation Learning through Alignment and Uniformity on the Hypersphere"
+
+
+@pytest.fixture
+def example(monkeypatch):
+    """The example imported as a module, its part registered in a copy of the registry."""
+    monkeypatch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
+    spec = importlib.util.spec_from_file_location("align_uniform_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.e2e
+def test_the_example_trains_outside_the_checkout_with_mixcse(tiny_bert, tmp_path):
+    elsewhere = tmp_path / "parts"
+    elsewhere.mkdir()
+    shutil.copy(EXAMPLE, elsewhere)
+    out = tmp_path / "out"
+    flags = ["--parts", "mixcse,align_uniform", "--align_weight", "0.5", "--uniform_weight", "2"]
+    flags += ["--model_name_or_path", tiny_bert, "--output_dir", str(out), "--train_file", WIKI_HEAD]
+    flags += ["--max_train_samples", "32", "--per_device_train_batch_size", "8", "--max_steps", "2"]
+    flags += ["--logging_steps", "1", "--log_term_gradients", "true", "--learning_rate", "1e-3"]
+    flags += ["--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false"]
+    flags += ["--final_eval", "none", "--use_cpu", "true", "--disable_tqdm", "true", "--report_to", "none"]
+    env = {**os.environ, "PYTHONPATH": REPO, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2"}
+    proc = subprocess.run(
+        [sys.executable, "align_uniform.py", *flags],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    with open(out / "trainer_state.json", encoding="utf-8") as f:
+        logs = [entry for entry in json.load(f)["log_history"] if "loss" in entry]
+    assert len(logs) == 2
+    for log in logs:
+        # each step logs its own terms (--logging_steps 1): the weighted terms are the weights times the values
+        assert log["term_align"] == pytest.approx(0.5 * log["loss_align"], rel=1e-5)
+        assert log["term_uniform"] == pytest.approx(2 * log["loss_uniform"], rel=1e-5)
+        assert 0 < log["loss_align"] <= 4 and -8 <= log["loss_uniform"] <= 0  # on the unit sphere
+        shares = [log[f"term_share_{t}"] for t in ("contrastive", "align", "uniform")]
+        assert all(share > 0 for share in shares) and sum(shares) == pytest.approx(1, abs=1e-5)
+        assert "mix_score" in log  # MixCSE's statistics survive the mixin
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "# Align-Uniform + MixCSE sentence encoder" in card and "- align_uniform\n- mixcse\n" in card
+    assert "Its parts, on SimCSE's InfoNCE: `align_uniform`, `mixcse`" in card
+    assert f"_{WANG_ISOLA}_" in card and "author = {Wang, Tongzhou and Isola, Phillip}" in card
+    assert "author = {Gao, Tianyu and Yao, Xingcheng and Chen, Danqi}" in card  # SimCSE, the base
+    with open(out / "run_args.json", encoding="utf-8") as f:
+        method = json.load(f)["method"]
+    assert method["parts"] == ["align_uniform", "mixcse"]
+    assert method["align_uniform"] == {"align_weight": 0.5, "uniform_weight": 2.0}
+
+
+def unit(row):
+    norm = math.sqrt(sum(x * x for x in row))
+    return [x / norm for x in row]
+
+
+def squared_distance(a, b):
+    return sum((x - y) ** 2 for x, y in zip(a, b))
+
+
+def hand_uniformity(rows):
+    """log of the mean of e^{-t ||z_i - z_j||^2} over the pairs i < j (Wang and Isola, Eq. 5; t = 2)."""
+    values = [math.exp(-2.0 * squared_distance(a, b)) for a, b in itertools.combinations(rows, 2)]
+    return math.log(sum(values) / len(values))
+
+
+def test_the_terms_are_wang_and_isolas_alignment_and_uniformity(example):
+    """The mixin on a stand-in trainer that returns given float64 embeddings: its weighted terms against
+    Eq. 4 (alpha = 2) and Eq. 5 (t = 2) computed with loops, the uniformity of each view averaged."""
+
+    class GivenViews:
+        def step_terms(self, model, inputs, separate=False):
+            contrastive = torch.tensor(0.75, dtype=torch.float64)
+            return StepLoss({"contrastive": contrastive}, {"score": contrastive}, {"embeddings": inputs["views"]})
+
+    trainer = type("Trainer", (example.AlignUniformMixin, GivenViews), {})(align_weight=0.5, uniform_weight=3.0)
+    views = torch.randn(5, 2, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 3
+    views[3, 0] = views[1, 0]  # a sentence twice in the batch: zero distance, finite gradient
+    views.requires_grad_(True)
+    step = trainer.step_terms(None, {"views": views})
+    anchors = [unit(row) for row in views[:, 0].tolist()]
+    positives = [unit(row) for row in views[:, 1].tolist()]
+    align = sum(squared_distance(a, b) for a, b in zip(anchors, positives)) / len(anchors)
+    uniform = (hand_uniformity(anchors) + hand_uniformity(positives)) / 2
+    assert list(step.terms) == ["contrastive", "align", "uniform"] and step.terms["contrastive"].item() == 0.75
+    assert step.terms["align"].dtype == torch.float64
+    assert step.terms["align"].item() == pytest.approx(0.5 * align, rel=1e-12)
+    assert step.terms["uniform"].item() == pytest.approx(3.0 * uniform, rel=1e-12)
+    assert step.statistics["loss_align"].item() == pytest.approx(align, rel=1e-12)
+    assert step.statistics["loss_uniform"].item() == pytest.approx(uniform, rel=1e-12)
+    assert step.statistics["score"].item() == 0.75 and step.outputs["embeddings"] is views
+    (step.terms["align"] + step.terms["uniform"]).backward()
+    assert torch.isfinite(views.grad).all()
+    # one sentence has no pair: no uniformity
+    one = trainer.step_terms(None, {"views": views[:1].detach()})
+    assert one.terms["uniform"].item() == 0
+
+
+def test_the_part_alone_is_simcse_with_the_terms(example, tiny_bert):
+    """A record without ``build``: its part alone on SimCSE's base, a mixin on ``CSETrainer``, and a
+    model card that names the part and cites SimCSE."""
+    from cse import citations, composition
+    from cse.arguments import ModelArguments
+    from cse.losses import InfoNCELoss
+
+    assert [record.name for record in composition.select(["mixcse", "align_uniform", "sarcse"])] == [
+        "sarcse",
+        "align_uniform",
+        "mixcse",
+    ]
+    model, loss, trainer_class, kwargs = example.RECORD.pieces(
+        ModelArguments(model_name_or_path=tiny_bert), example.AlignUniformArguments(uniform_weight=0.25)
+    )
+    assert type(loss) is InfoNCELoss and model.pooler_type == "cls"
+    assert trainer_class.__mro__[1:3] == (example.AlignUniformMixin, CSETrainer)
+    assert kwargs["align_weight"] == 1.0 and kwargs["uniform_weight"] == 0.25
+    assert kwargs["method"].parts == (example.RECORD,)
+    assert kwargs["method"].citations == (example.CITATION, citations.SIMCSE)
+    assert citations.bibtex_field(example.CITATION, "title") == WANG_ISOLA
+
+
+def test_the_page_quotes_the_file_as_it_is():
+    with open(PAGE, encoding="utf-8") as f:
+        page = f.read()
+    with open(EXAMPLE, encoding="utf-8") as f:
+        source = f.read()
+    blocks = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
+    assert len(blocks) >= 4 and "examples/align_uniform.py" in page
+    for block in blocks:
+        assert block in source, f"docs/extending.md quotes what examples/align_uniform.py does not hold:\n{block}"
