@@ -121,7 +121,7 @@ def build_model_card(
         f"A sentence encoder trained with **{name}** ({titles}) from `{base_model}`, "
         "without labels, with the `cse` code base. Its sentence embedding is pooler "
         f"`{cse_config.get('pooler', 'unknown')}`; compare sentences with the cosine similarity.\n",
-        *([f"Its parts, on SimCSE's InfoNCE: {parts} (`run_cse.py --parts`).\n"] if record.parts else []),
+        *([f"Its parts, on SimCSE's InfoNCE: {parts} (`--parts`, docs/composition.md).\n"] if record.parts else []),
         "## Training data\n",
         f"{train_sentences:,} sentences from `{train_source}`"
         + (f" (hub dataset `{train_dataset_name}`)" if train_dataset_name else "")
