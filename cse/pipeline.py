@@ -179,6 +179,10 @@ def _train_and_evaluate(
         method_files=trainer.checkpoint_files(),
         corpus=trainer.corpus_statistics,
     )
+    # Every process has read the output directory before the main one writes the run's end into it:
+    # completing a run (below) takes no collective step before the final evaluation, so a process
+    # that started late could otherwise find the run already finished.
+    trainer.accelerator.wait_for_everyone()
     # A checkpoint at the last step: training had ended when the run was stopped; the same command
     # completes what comes after it (what an earlier attempt wrote whole is kept).
     ended = checkpoint is not None and training_ended(checkpoint)

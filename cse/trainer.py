@@ -317,26 +317,39 @@ class CSETrainer(Trainer):
         ``checkpoint`` (saved at ``max_steps``), without training: the Trainer's state and the weights
         of the best checkpoint (``--load_best_model_at_end``) or of ``checkpoint``. Resumed from such
         a checkpoint, ``train()`` itself would run one more step unless ``max_steps`` ends an epoch
-        (transformers 5.24). A method that exports more than its model's weights restores it here too."""
+        (transformers 5.24). A method that exports more than its model's weights restores it here too.
+
+        Under DeepSpeed the checkpoint's ``model.safetensors`` holds the state dict the engine
+        exports (the Trainer saves it with ``Accelerator.get_state_dict``, as :meth:`save_encoder`
+        does; under ZeRO-3 gathered, ``stage3_gather_16bit_weights_on_model_save``), in the engine's
+        dtypes: with bf16/fp16 the parameters in 16 bits, the buffers as they were. Its tensors are
+        taken as they are, and the model moved to the engine's device, so that it is exported and
+        evaluated as the engine's model would be."""
         self.state = TrainerState.load_from_json(os.path.join(checkpoint, TRAINER_STATE_NAME))
         best = self.state.best_model_checkpoint if self.args.load_best_model_at_end else None
         source = best or checkpoint
         path = os.path.join(source, SAFE_WEIGHTS_NAME)
-        if self.is_deepspeed_enabled or self.is_fsdp_enabled or not os.path.isfile(path):
-            raise CSEUsageError(
-                f"training ended at {checkpoint}, but the run was stopped before its export, and {source} holds no "
-                f"{SAFE_WEIGHTS_NAME} to export without DeepSpeed or FSDP",
-                hint="train again into another --output_dir",
-            )
+        stopped = f"training ended at {checkpoint}, but the run was stopped before its export"
+        hint = "train again into another --output_dir"
+        if self.is_fsdp_enabled:
+            raise CSEUsageError(f"{stopped}, which is not completed under FSDP", hint=hint)
+        if not os.path.isfile(path):
+            raise CSEUsageError(f"{stopped}, and {source} holds no {SAFE_WEIGHTS_NAME} to export", hint=hint)
         check_checkpoint_matches(self.model, source)
-        self.model.load_state_dict(load_file(path, device=str(self.args.device)))
+        weights = load_file(path)  # on the CPU (safetensors takes no "cpu:0", the device of DeepSpeed on a CPU)
+        if self.is_deepspeed_enabled:  # the engine's dtypes and device (the model reaches them in train())
+            self.model.load_state_dict(weights, assign=True)
+            self.model.to(self.args.device)
+        else:
+            self.model.load_state_dict(weights)
         logger.warning("training had ended at step %d: exporting the model of %s", self.state.global_step, source)
 
     def save_encoder(self, output_dir: str | None = None) -> None:
         """Save the current (after ``load_best_model_at_end``: the best) model as a plain Hugging
         Face directory with its tokenizer and ``cse_config.json``."""
         output_dir = output_dir or self.args.output_dir
-        state_dict = self.accelerator.get_state_dict(self.deepspeed) if self.is_deepspeed_enabled else None
+        # No engine when the run restored its trained model from a checkpoint (restore_trained): the model holds it.
+        state_dict = self.accelerator.get_state_dict(self.deepspeed) if self.deepspeed is not None else None
         if self.args.should_save:
             model = self.accelerator.unwrap_model(self.model)
             check_finite_weights(state_dict or model.state_dict(), output_dir)

@@ -117,6 +117,18 @@ def minilm():
     return path
 
 
+@pytest.fixture(scope="session")
+def dev_head(tmp_path_factory):
+    """SentEval data with the dev sets alone, each cut to its first 100 pairs: a real final
+    evaluation (and model selection) that takes a fraction of a second on a tiny encoder."""
+    root = tmp_path_factory.mktemp("senteval")
+    for path in ("STS/STSBenchmark/sts-dev.csv", "SICK/SICK_trial.txt"):
+        (root / path).parent.mkdir(parents=True)
+        with open(os.path.join(DATA, "senteval", path), encoding="utf-8") as f:
+            (root / path).write_text("".join(f.readlines()[:101]), encoding="utf-8")
+    return str(root)
+
+
 def fake_checkpoint(path, step, method_files=(), best=None):
     """A checkpoint with the files the Trainer writes, each in its real format."""
     path.mkdir(parents=True)

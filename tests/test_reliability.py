@@ -398,18 +398,6 @@ def test_export_refuses_non_finite_weights(tiny_bert, tmp_path):
 # --- the run's tail: training results, export, final evaluation, model card ------------------------
 
 
-@pytest.fixture(scope="module")
-def dev_head(tmp_path_factory):
-    """SentEval data with the dev sets alone, each cut to its first 100 pairs: a real final
-    evaluation (and model selection) that takes a fraction of a second on a tiny encoder."""
-    root = tmp_path_factory.mktemp("senteval")
-    for path in ("STS/STSBenchmark/sts-dev.csv", "SICK/SICK_trial.txt"):
-        (root / path).parent.mkdir(parents=True)
-        with open(os.path.join(DATA, "senteval", path), encoding="utf-8") as f:
-            (root / path).write_text("".join(f.readlines()[:101]), encoding="utf-8")
-    return str(root)
-
-
 def tail_args(model_dir, out, senteval, flags=()):
     """4 steps with a dev evaluation and a checkpoint every 2, the best model exported, a final dev
     evaluation."""
