@@ -44,6 +44,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``slow``, the long forms (exhaustive or redundant variants of what the rest of the
+    suite covers), are skipped unless ``CSE_LONG_TESTS=1``."""
+    if os.environ.get("CSE_LONG_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="long form: set CSE_LONG_TESTS=1")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
+
+
 def tiny_model_dir(path, family, dropout=0.1):
     """A randomly initialised 2-layer encoder with the real tokenizer, saved as a HF directory."""
     import torch
