@@ -69,6 +69,8 @@ class Part:
     notes: other part -> what their combination computes beyond the two equations, for the docs.
     order: the place of ``trainer`` in the composed trainer's bases, lowest first (a mixin that adds a
         term to whatever loss the others compute goes first).
+    conflict: ``(args, other part names) -> str | None``: why the part's settings do not combine with
+        the other parts (a variant that one of them cannot take), checked before any work.
     """
 
     trainer: type
@@ -81,6 +83,8 @@ class Part:
     refuses: Mapping[str, str] = field(default_factory=dict)
     notes: Mapping[str, str] = field(default_factory=dict)
     order: int = 0
+    # (args, names of the other parts) -> why these settings do not combine with them, or None
+    conflict: Callable | None = None
 
 
 def parts() -> list[MethodRecord]:
@@ -218,6 +222,11 @@ def parse(argv: list[str] | None = None):
     parsed = parse_args((*BASE_ARGUMENTS, PartsArguments, *flag_types), argv)
     shared, flags = parsed[: len(BASE_ARGUMENTS)], parsed[len(BASE_ARGUMENTS) + 1 :]
     values = [part_arguments(record, f) for record, f in zip(chosen, flags)]
+    for record, args in zip(chosen, values):
+        others = [r.name for r in chosen if r is not record]
+        reason = record.part.conflict(args, others) if record.part.conflict else None
+        if reason:
+            raise CSEUsageError(f"--parts {','.join(r.name for r in chosen)}: {reason}", hint="see docs/composition.md")
     return (*shared, composed_record(chosen), composition_arguments(chosen, values))
 
 

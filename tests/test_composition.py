@@ -102,6 +102,10 @@ def test_shared_argument_names_are_namespaced_by_part(tiny_bert, tmp_path):
     # the part's own checks still run, naming the part
     with pytest.raises(CSEUsageError, match="^mixcse: --mix_lambda must lie in"):
         composition.parse(argv(tiny_bert, tmp_path, *parts, "--mix_lambda", "1.5"))
+    # settings that one of the other parts cannot take, before any work
+    for other in ("mixcse", "sarcse"):
+        with pytest.raises(CSEUsageError, match=r"^--parts \w+,\w+: --adcse_variant paper "):
+            composition.parse(argv(tiny_bert, tmp_path, "--parts", f"{other},adcse", "--adcse_variant", "paper"))
     # a config file may name the parts
     config = tmp_path / "c.yaml"
     config.write_text("parts: [mixcse, vadvcse]\nmixcse_variant: paper\n")

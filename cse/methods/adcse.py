@@ -450,11 +450,6 @@ def adversarial_loss(loss, model, model_args, adcse_args: AdCSEArguments):
     negatives only, whichever the variant: Eq. 5 without adversaries has no negatives)."""
     if not adcse_args.adversaries:
         return loss
-    if type(loss) is not InfoNCELoss and adcse_args.variant == "paper":
-        raise CSEUsageError(
-            f"--adcse_variant paper has no in-batch negatives, and {type(loss).__name__}'s are: use --adcse_variant "
-            "released"
-        )
     return AdversarialInfoNCELoss(
         model.embedding_size,
         adcse_args.num_adversaries,
@@ -463,6 +458,19 @@ def adversarial_loss(loss, model, model_args, adcse_args: AdCSEArguments):
         adversary_temperature=adcse_args.adversary_temperature,
         base=None if type(loss) is InfoNCELoss else loss,
     )
+
+
+def paper_variant_conflict(adcse_args: AdCSEArguments, others: list[str]) -> str | None:
+    """Why ``--adcse_variant paper`` does not combine with the other parts, if it does not: its Eq. 5
+    has no in-batch negatives (MixCSE's mixtures are in-batch ones), and its p has a head of its own
+    (SARCSE's autoencoder is shared by q and p)."""
+    if adcse_args.variant != "paper":
+        return None
+    if "mixcse" in others and adcse_args.adversaries:
+        return "--adcse_variant paper has no in-batch negatives, and MixCSE's mixed negatives are: use released"
+    if "sarcse" in others and adcse_args.untied_dual_encoder:
+        return "--adcse_variant paper gives p its own head, and SARCSE's autoencoder is shared by q and p: use released"
+    return None
 
 
 def trainer_kwargs(model, model_args, adcse_args: AdCSEArguments) -> dict:
@@ -503,6 +511,7 @@ RECORD = register(
             wrap=momentum_encoder,
             loss=adversarial_loss,
             trainer_kwargs=trainer_kwargs,
+            conflict=paper_variant_conflict,
             order=2,
         ),
     )
