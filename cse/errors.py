@@ -109,10 +109,24 @@ def run_cli(main, argv=None):
     status (2), without a traceback; any other exception is a bug and keeps its traceback. Returns
     what ``main`` returns. Under torchrun each process prints its own refusal."""
     try:
-        return main() if argv is None else main(argv)
+        result = main() if argv is None else main(argv)
     except Exception as err:
         refusal = err if isinstance(err, CSEUsageError) else os_error_refusal(err)
         if refusal is None:
             raise
+        release_process_group()
         print(f"error: {refusal}", file=sys.stderr, flush=True)
         raise SystemExit(refusal.exit_code) from None
+    release_process_group()
+    return result
+
+
+def release_process_group() -> None:
+    """Destroy the default process group of a multi-process run, if one was set up. A group left to
+    the interpreter's exit can abort it: gloo's worker threads outlive it and the process dies of
+    SIGABRT ("terminate called without an active exception") after a run that succeeded, which the
+    launcher reports as a failed run. A bug's traceback leaves the group alone: a process whose
+    peers may still wait in a collective must not block on tearing it down."""
+    dist = sys.modules.get("torch.distributed")  # never imported by the entry points that train nothing
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

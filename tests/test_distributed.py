@@ -53,3 +53,24 @@ def test_two_process_loss_and_gradients_equal_single_process(no_dropout_bert, tm
     # the comparison is not vacuous: the 8-sentence loss differs from each 4-sentence half's
     half = InfoNCELoss(0.05)(views[:4, 0], views[:4, 1])
     assert abs(half.item() - loss.item()) > 1e-3
+
+
+@pytest.mark.parametrize("refuses", [False, True], ids=["returns", "refuses"])
+def test_an_entry_point_destroys_its_process_group_before_the_interpreter_exits(tmp_path, refuses):
+    """A group left to the interpreter's exit can abort a finished run's process (gloo's threads)."""
+    import torch.distributed as dist
+
+    from cse.errors import CSEUsageError, run_cli
+
+    def main(argv):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+        if refuses:
+            raise CSEUsageError("refused")
+        return "done"
+
+    if refuses:
+        with pytest.raises(SystemExit):
+            run_cli(main, [])
+    else:
+        assert run_cli(main, []) == "done"
+    assert not dist.is_initialized()
