@@ -94,7 +94,7 @@ def save_model_card(
         train_source=data_args.dataset_name or data_args.train_file or default_train_file(),
         train_dataset_name=data_args.dataset_name,
         train_sentences=train_sentences,
-        settings=run_settings(model_args, data_args, args, method_args, trainer.corpus_statistics),
+        settings=run_settings(model_args, data_args, args, method_args, trainer.corpus_statistics, record.name),
         selection=model_selection(trainer),
         reports=reports,
         citations=list(dict.fromkeys([*record.citations, *trainer.citations])),
@@ -178,6 +178,7 @@ def _train_and_evaluate(
         method_args,
         method_files=trainer.checkpoint_files(),
         corpus=trainer.corpus_statistics,
+        method=trainer.method.name if trainer.method is not None else None,
     )
     # Every process has read the output directory before the main one writes the run's end into it:
     # completing a run (below) takes no collective step before the final evaluation, so a process

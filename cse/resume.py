@@ -159,9 +159,11 @@ def last_complete_checkpoint(output_dir: str, training_args, method_files=()) ->
     return None
 
 
-def run_settings(model_args, data_args, training_args, method_args=None, corpus=None) -> dict:
+def run_settings(model_args, data_args, training_args, method_args=None, corpus=None, method=None) -> dict:
     """The settings :func:`find_checkpoint` records and compares; ``corpus``: the training corpus'
-    :class:`cse.data.CorpusStatistics` (its sentence and distinct counts: the same path may hold another corpus)."""
+    :class:`cse.data.CorpusStatistics` (its sentence and distinct counts: the same path may hold another
+    corpus); ``method``: the name of the method or composition (``vadvcse+mixcse``), which tells apart
+    methods whose own arguments alone do not (SimCSE has none)."""
     settings = {
         "model": dataclasses.asdict(model_args),
         "data": {k: v for k, v in dataclasses.asdict(data_args).items() if k not in _DATA_LOGISTICS},
@@ -171,20 +173,45 @@ def run_settings(model_args, data_args, training_args, method_args=None, corpus=
         settings["method"] = dataclasses.asdict(method_args)
     if corpus is not None:
         settings["corpus"] = corpus.settings()
+    if method is not None:
+        settings["run"] = {"method": method}
     return json.loads(json.dumps(settings, default=str))
 
 
-def find_checkpoint(model_args, data_args, training_args, method_args=None, method_files=(), corpus=None) -> str | None:
+# Groups recorded since a later version: a run_args.json written before them is not compared on them.
+_LATER_GROUPS = ("run", "corpus")
+
+
+def changed_settings(saved: dict, current: dict) -> list[str]:
+    """``group.key: old -> new`` for every setting that differs between a saved run's settings and
+    this run's, either side's groups and keys (a setting only the saved run had differs too), the
+    ``environment`` left out."""
+    groups = [*(g for g in saved if g != "environment"), *(g for g in current if g not in saved)]
+    changed = []
+    for group in groups:
+        if group in _LATER_GROUPS and group not in saved:
+            continue
+        before, now = saved.get(group, {}), current.get(group, {})
+        for key in [*now, *(k for k in before if k not in now)]:
+            if before.get(key) != now.get(key):
+                changed.append(f"{group}.{key}: {before.get(key)!r} -> {now.get(key)!r}")
+    return changed
+
+
+def find_checkpoint(
+    model_args, data_args, training_args, method_args=None, method_files=(), corpus=None, method=None
+) -> str | None:
     """The checkpoint to resume from: ``--resume_from_checkpoint`` if given, else the last complete
     one an interrupted run left in ``output_dir`` (:func:`last_complete_checkpoint`; ``method_files``:
     the state files the method adds to each checkpoint). Refuses, rather than guessing, when
     ``output_dir`` holds a finished run or a run with other settings (``method_args``: the method's
-    own dataclass; ``corpus``: the corpus' statistics, compared when the saved settings record them,
-    as files written before they were recorded do not); then records this run's settings there, with
+    own dataclass; ``method``: its name; ``corpus``: the corpus' statistics; the name and the corpus
+    are compared when the saved settings record them, as files written before they were recorded do
+    not); then records this run's settings there, with
     its ``environment`` (:func:`cse.environment.collect_environment`), which the comparison leaves
     out: a resume may run on other versions or from a modified checkout."""
     output_dir = training_args.output_dir
-    current = run_settings(model_args, data_args, training_args, method_args, corpus)
+    current = run_settings(model_args, data_args, training_args, method_args, corpus, method)
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint is not None and os.path.isdir(checkpoint):
         problem = checkpoint_problem(checkpoint, training_args, method_files)
@@ -206,12 +233,7 @@ def find_checkpoint(model_args, data_args, training_args, method_args=None, meth
         if checkpoints and os.path.isfile(saved_path):
             with open(saved_path, encoding="utf-8") as f:
                 saved = json.load(f)
-            changed = [
-                f"{group}.{key}: {saved[group].get(key)!r} -> {value!r}"
-                for group, values in current.items()
-                for key, value in values.items()
-                if saved.get(group, {}).get(key) != value and (group != "corpus" or "corpus" in saved)
-            ]
+            changed = changed_settings(saved, current)
             if changed:
                 complete = (c for c in checkpoints if checkpoint_problem(c, training_args, method_files) is None)
                 raise CSEUsageError(

@@ -61,6 +61,26 @@ def test_a_changed_corpus_is_refused_and_settings_without_corpus_statistics_stil
         assert json.load(f)["corpus"]["distinct"] == 96
 
 
+def test_a_run_of_another_method_is_refused_even_when_the_new_one_has_no_arguments_of_its_own(tmp_path):
+    """MixCSE's interrupted run, resumed by SimCSE's command (no method arguments): the saved method
+    group and the method's name differ, though the new run has neither to compare."""
+    from cse.methods.mixcse import MixCSEArguments
+
+    args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True)
+    assert find_checkpoint(ModelArguments(), DataArguments(), args, MixCSEArguments(), method="mixcse") is None
+    last = fake_checkpoint(tmp_path / "checkpoint-2", 2)
+    with pytest.raises(CSEUsageError, match=r"other settings \(method\.variant: .released. -> None;.* run\.method: 'mixcse' -> 'simcse'\)"):
+        find_checkpoint(ModelArguments(), DataArguments(), args, method="simcse")
+    # written before the name was recorded: the method's arguments still tell the two apart
+    with open(tmp_path / RUN_ARGS_NAME) as f:
+        saved = json.load(f)
+    del saved["run"]
+    (tmp_path / RUN_ARGS_NAME).write_text(json.dumps(saved))
+    with pytest.raises(CSEUsageError, match=r"other settings \(method\.variant: .released. -> None;[^)]*stop_gradient: True -> None\)"):
+        find_checkpoint(ModelArguments(), DataArguments(), args, method="simcse")
+    assert find_checkpoint(ModelArguments(), DataArguments(), args, MixCSEArguments(), method="mixcse") == last
+
+
 def selection_of(evaluations, best=None, strategy="steps", load_best=True):
     """model_selection of a 40-step run whose dev scores were logged at ``evaluations``."""
     args = CSETrainingArguments(
