@@ -208,26 +208,30 @@ def requested_parts(argv: list[str]) -> list[str]:
     return [name.strip() for name in names if name.strip()]
 
 
-def parse(argv: list[str] | None = None):
-    """``(model_args, data_args, training_args, record, arguments)`` of a ``run_cse.py`` command line:
-    a single part's preset arguments and record, or SimCSE's shared arguments, the composed record and
-    :func:`composition_arguments`. The parts are checked (:func:`select`) before anything else."""
+def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
+    """``(model_args, data_args, training_args, record, arguments, *extra)`` of a ``run_cse.py``
+    command line: a single part's preset arguments and record, or SimCSE's shared arguments, the
+    composed record and :func:`composition_arguments`; then the dataclasses ``extra`` (another
+    command's own flags, ``python -m cse.diagnostics``'). The parts are checked (:func:`select`)
+    before anything else."""
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = select(requested_parts(argv))
     if len(chosen) == 1:
         record = chosen[0]
-        *shared, arguments, _ = parse_args((*record.argument_types, PartsArguments), argv)
-        return (*shared, record, arguments)
+        parsed = parse_args((*record.argument_types, PartsArguments, *extra), argv)
+        *shared, arguments = parsed[: len(record.argument_types)]
+        return (*shared, record, arguments, *parsed[len(record.argument_types) + 1 :])
     flag_types = [namespaced_arguments(record) for record in chosen]
-    parsed = parse_args((*BASE_ARGUMENTS, PartsArguments, *flag_types), argv)
-    shared, flags = parsed[: len(BASE_ARGUMENTS)], parsed[len(BASE_ARGUMENTS) + 1 :]
+    parsed = parse_args((*BASE_ARGUMENTS, PartsArguments, *extra, *flag_types), argv)
+    n = len(BASE_ARGUMENTS) + 1 + len(extra)
+    shared, extras, flags = parsed[: len(BASE_ARGUMENTS)], parsed[len(BASE_ARGUMENTS) + 1 : n], parsed[n:]
     values = [part_arguments(record, f) for record, f in zip(chosen, flags)]
     for record, args in zip(chosen, values):
         others = [r.name for r in chosen if r is not record]
         reason = record.part.conflict(args, others) if record.part.conflict else None
         if reason:
             raise CSEUsageError(f"--parts {','.join(r.name for r in chosen)}: {reason}", hint="see docs/composition.md")
-    return (*shared, composed_record(chosen), composition_arguments(chosen, values))
+    return (*shared, composed_record(chosen), composition_arguments(chosen, values), *extras)
 
 
 # --- the build ----------------------------------------------------------------------------------
@@ -244,6 +248,7 @@ def composed_record(chosen: list[MethodRecord]) -> MethodRecord:
         build=lambda model_args, arguments: build(chosen, model_args, [getattr(arguments, r.name) for r in chosen]),
         docs="docs/composition.md",
         parts=tuple(chosen),
+        readings={key: read for record in chosen for key, read in record.readings.items()},
     )
 
 

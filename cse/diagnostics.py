@@ -1,6 +1,7 @@
 """What each term of a method's loss contributes: ``python -m cse.diagnostics --method M ...`` runs
 ``--num_batches`` real training batches of ``--batch_size`` sentences through the method's own model,
-loss and trainer (built as its ``run_*.py`` builds them, from the same flags) and prints, per term,
+loss and trainer (built as its ``run_*.py`` builds them, from the same flags; ``--parts a,b``: a
+composition's, as ``run_cse.py`` builds it) and prints, per term,
 its raw value, weight, weighted value, the L2 norm of its gradient on the encoder's trainable
 weights and its share ||g_t|| / sum_s ||g_s|| (:func:`cse.trainer.term_gradients`), each the mean
 over the batches. Nothing is trained: the weights stay as loaded.
@@ -11,6 +12,7 @@ ones (r alone), and ||r||. ``--output_json`` keeps the table with the settings a
 ``environment`` block. docs/diagnostics.md has the measurements on all-MiniLM-L6-v2.
 
     python -m cse.diagnostics --method vadvcse --model_name_or_path DIR --train_file wiki1m_for_simcse.txt
+    python -m cse.diagnostics --parts mixcse,vadvcse --model_name_or_path DIR --train_file wiki1m_for_simcse.txt
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 
 from transformers import set_seed
 
-from . import registry
+from . import composition, registry
 from .arguments import parse_args
 from .atomic import write_json
 from .environment import check_min_versions, collect_environment
@@ -48,11 +50,20 @@ class DiagnosticsArguments:
             )
 
 
-def diagnose(method: str, argv: list[str]) -> dict:
+def parse(method: str | None, argv: list[str]):
+    """``(model_args, data_args, training_args, record, method_args, diag_args)``: of the method (or
+    variant) ``method`` as its run script parses them, else of the composition ``argv``'s ``--parts``
+    names, as ``run_cse.py`` does."""
+    if method is None:
+        return composition.parse(argv, extra=(DiagnosticsArguments,))
     record, implied = registry.variant(method)
     parsed = parse_args((*record.argument_types, DiagnosticsArguments), [*implied, *argv])
-    model_args, data_args, training_args, diag_args = *parsed[:3], parsed[-1]
     method_args = parsed[3] if record.method_arguments else None
+    return (*parsed[:3], record, method_args, parsed[-1])
+
+
+def diagnose(method: str | None, argv: list[str]) -> dict:
+    model_args, data_args, training_args, record, method_args, diag_args = parse(method, argv)
     training_args.per_device_train_batch_size = diag_args.batch_size
     set_seed(training_args.seed)
     model, loss, trainer_class, trainer_kwargs = record.pieces(model_args, method_args)
@@ -62,7 +73,6 @@ def diagnose(method: str, argv: list[str]) -> dict:
     )
     if getattr(getattr(trainer, "reconstruction_loss", None), "needs_counts", False):
         trainer.count_token_frequencies()
-    weights = record.term_weights(method_args)
     model.train()
     batches, extras = [], {}
     for step, batch in enumerate(trainer.get_train_dataloader()):
@@ -81,6 +91,7 @@ def diagnose(method: str, argv: list[str]) -> dict:
         )
     mean = lambda key, rows: sum(row[key] for row in rows) / len(rows)  # noqa: E731
     names = [key.removeprefix("term_share_") for key in batches[0] if key.startswith("term_share_")]
+    weights = trainer.term_weights(names)
     table = {}
     for name in names:
         weighted, weight = mean(f"term_{name}", batches), weights[name]
@@ -92,7 +103,7 @@ def diagnose(method: str, argv: list[str]) -> dict:
             "share": mean(f"term_share_{name}", batches),
         }
     report = {
-        "method": method,
+        "method": method or record.name,
         "num_batches": diag_args.num_batches,
         "batch_size": diag_args.batch_size,
         "terms": table,
@@ -133,15 +144,16 @@ def format_report(report: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``--method`` choice; every other flag is the method's run script's or
-    :class:`DiagnosticsArguments`'."""
+    """The ``--method`` choice (or ``--parts``, left to :func:`cse.composition.parse`); every other
+    flag is the method's run script's (``run_cse.py``'s with ``--parts``) or :class:`DiagnosticsArguments`'."""
     parser = argparse.ArgumentParser(
         prog="python -m cse.diagnostics",
-        description="Per-term values and gradient shares of a method's loss; the other flags are the method's "
-        "run script's (e.g. --model_name_or_path, --train_file, --vadv_reduction).",
+        description="Per-term values and gradient shares of a method's loss, or of a composition's "
+        "(--parts a,b as run_cse.py takes it); the other flags are the method's run script's (e.g. "
+        "--model_name_or_path, --train_file, --vadv_reduction).",
         allow_abbrev=False,
     )
-    parser.add_argument("--method", required=True, choices=registry.variant_names())
+    parser.add_argument("--method", choices=registry.variant_names())
     return parser
 
 
@@ -149,6 +161,14 @@ def main(argv: list[str] | None = None) -> dict:
     check_min_versions()
     argv = list(sys.argv[1:] if argv is None else argv)
     known, rest = build_parser().parse_known_args(argv)
+    parts = any(arg == "--parts" or arg.startswith("--parts=") for arg in rest)
+    if (known.method is None) == (not parts):
+        raise CSEUsageError(
+            "name a method (--method) or a composition (--parts), not both"
+            if parts
+            else "--method or --parts is missing",
+            hint=f"--method {registry.variant_names()[0]}, or --parts mixcse,vadvcse",
+        )
     if any(arg == "--output_dir" or arg.startswith("--output_dir=") for arg in rest):
         report = diagnose(known.method, rest)
     else:  # nothing is saved, but the Trainer wants a directory

@@ -65,12 +65,12 @@ class MethodRecord:
     pieces ``cse.pipeline.train_built`` trains (without one, those of its ``part`` alone on SimCSE's
     base, :func:`cse.composition.build`); ``method_arguments`` is the method's own dataclass
     (``None`` for SimCSE), ``arguments`` the model, data and training dataclasses its script parses.
-    ``terms`` gives the weight of each weighted term the method's trainer logs (the names of
-    ``CSETrainer.training_loss``'s terms), from the method's arguments; a term not named weighs 1.
     ``variants``: named flag sets that select a variant (``python -m cse.diagnostics --method``).
     ``model_kinds``: the ``model_kind`` its exports record in ``cse_config.json`` -> the class that
-    loads them. ``checkpoint_files``: the state files its trainer may add to a checkpoint. ``part``:
-    what it adds to a composed run (:class:`cse.composition.Part`)."""
+    loads them. ``part``: what it adds to a composed run (:class:`cse.composition.Part`). The terms
+    and their weights, and the state files a checkpoint holds, are the trainer's to say
+    (``step_terms``, ``term_weights``, ``checkpoint_files``): they depend on the run's settings, and
+    a composed trainer gathers its parts' through ``super()``."""
 
     name: str
     display_name: str
@@ -79,11 +79,9 @@ class MethodRecord:
     build: Callable | None = None
     method_arguments: type | None = None
     arguments: tuple[type, ...] = BASE_ARGUMENTS
-    terms: Mapping[str, Callable[[Any], float]] = field(default_factory=dict)
     bench: Mapping[str, BenchShape] = field(default_factory=dict)
     variants: Mapping[str, tuple[str, ...]] | None = None
     model_kinds: Mapping[str, type] = field(default_factory=dict)
-    checkpoint_files: tuple[str, ...] = ()
     # what the method adds to a composed run (cse.composition.Part), None if it is no part
     part: Any = None
     # a composed run's record: the records of its parts (cse.composition.composed_record)
@@ -115,10 +113,6 @@ class MethodRecord:
         model, loss, trainer_class, trainer_kwargs = build([self], model_args, [method_args])
         # a composition of one part: the card names it as a part and cites SimCSE, the base
         return model, loss, trainer_class, {**trainer_kwargs, "method": replace(self, parts=(self,))}
-
-    def term_weights(self, method_args) -> dict[str, float]:
-        """The weight of each term of the loss, ``contrastive`` first (1 unless the method scales it)."""
-        return {"contrastive": 1.0, **{name: weight(method_args) for name, weight in self.terms.items()}}
 
     def variant_flags(self) -> dict[str, tuple[str, ...]]:
         """Its variants' names and flags; a method without variants is one, by its own name."""

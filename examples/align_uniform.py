@@ -105,6 +105,11 @@ class AlignUniformMixin:
         statistics = {**step.statistics, "loss_align": align.detach(), "loss_uniform": uniform.detach()}
         return StepLoss(terms, statistics, step.outputs)
 
+    def term_weights(self, names):
+        own = {"align": self.align_weight, "uniform": self.uniform_weight}
+        weights = super().term_weights([name for name in names if name not in own])
+        return {**weights, **{name: w for name, w in own.items() if name in names}}
+
 
 def trainer_kwargs(model, model_args, args: AlignUniformArguments) -> dict:
     return {"align_weight": args.align_weight, "uniform_weight": args.uniform_weight}
@@ -117,7 +122,6 @@ RECORD = register(
         citation=CITATION,
         docs="docs/extending.md",
         method_arguments=AlignUniformArguments,
-        terms={"align": lambda args: args.align_weight, "uniform": lambda args: args.uniform_weight},
         part=Part(
             trainer=AlignUniformMixin,
             equation="+ w_a L_align + w_u L_uniform on the two views' normalised embeddings: L_align the mean "

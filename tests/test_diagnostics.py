@@ -277,3 +277,30 @@ def test_diagnostics_cli_runs_every_method(request, tmp_path, method):
         assert report["vadv"]["independent"] > report["vadv"]["shared"] > 0
         assert report["vadv"]["perturbation_norm"] > 0
     assert not os.path.exists("trainer_output")
+
+
+def test_diagnostics_of_a_composition_divide_out_each_parts_weight(tiny_roberta, tmp_path):
+    """``--parts sarcse,vadvcse``: Eq. 12's alpha scales InfoNCE and V-advCSE's lambda L_vadv alike
+    (weights alpha and alpha lambda), beta and gamma weigh L_R and L_R+; the raw values are the
+    weighted ones over those products, and V-advCSE's F readings come with the composition."""
+    alpha, beta, gamma, lam = 0.5, 0.3, 0.7, 4.0
+    argv = ["--parts", "sarcse,vadvcse", "--model_name_or_path", tiny_roberta, "--train_file", WIKI_HEAD]
+    argv += ["--use_cpu", "true", "--max_train_samples", "32", "--max_seq_length", "16", "--num_batches", "1"]
+    argv += ["--batch_size", "4", "--textcnn_channels", "8", "--cnn_channels", "2", "--alpha", str(alpha)]
+    argv += ["--beta", str(beta), "--gamma", str(gamma), "--vadv_lambda", str(lam)]
+    report = diagnostics.main(argv)
+    weights = {name: row["weight"] for name, row in report["terms"].items()}
+    expected = {"contrastive": alpha, "vadv": alpha * lam, "reconstruction": beta, "reconstruction_positive": gamma}
+    assert weights == pytest.approx(expected, rel=1e-12)
+    for name, row in report["terms"].items():
+        assert row["raw"] * expected[name] == pytest.approx(row["weighted"], rel=1e-12)
+    assert report["method"] == "sarcse+vadvcse" and set(report["vadv"]) >= {"independent", "shared"}
+
+
+@pytest.mark.parametrize("argv", [[], ["--method", "simcse", "--parts", "mixcse"]], ids=["neither", "both"])
+def test_diagnostics_need_a_method_or_a_composition(argv, capsys):
+    from cse.errors import run_cli
+
+    with pytest.raises(SystemExit) as stop:
+        run_cli(diagnostics.main, argv)
+    assert stop.value.code == 2 and capsys.readouterr().err.startswith("error: ")

@@ -130,6 +130,9 @@ class SelfGuidedLoss(nn.Module):
         contrastive = self.contrastive(embeddings, views)
         return {"contrastive": contrastive, "regularization": self.reg_lambda * parameter_distance}
 
+    def term_weights(self) -> dict[str, float]:
+        return {"regularization": self.reg_lambda}
+
     def forward(self, embeddings: torch.Tensor, views: torch.Tensor, parameter_distance: torch.Tensor) -> torch.Tensor:
         terms = self.terms(embeddings, views, parameter_distance)
         return terms["contrastive"] + terms["regularization"]

@@ -498,9 +498,7 @@ RECORD = register(
         build=build,
         docs="docs/methods/adcse.md",
         method_arguments=AdCSEArguments,
-        terms={"adversaries": lambda args: 1.0},
         bench={"adcse": BenchShape("run_adcse", "configs/adcse_bert_base.yaml", "bert", overhead_target=1.5)},
-        checkpoint_files=(ADVERSARY_STATE_NAME, MOMENTUM_MASTER_NAME),
         part=Part(
             trainer=AdCSETrainer,
             equation="h_i+ from momentum encoder p, theta_p <- m theta_p + (1 - m) theta_q after each step (Eq. 4), "

@@ -363,6 +363,12 @@ class ReconstructionMixin:
         }
         return StepLoss(terms, statistics, step.outputs)
 
+    def term_weights(self, names):
+        own = {"reconstruction": self.beta, "reconstruction_positive": self.gamma}
+        # Eq. 12's alpha scales every term the other parts give
+        weights = super().term_weights([name for name in names if name not in own])
+        return {**{n: self.alpha * w for n, w in weights.items()}, **{n: w for n, w in own.items() if n in names}}
+
     def checkpoint_files(self) -> tuple[str, ...]:
         return super().checkpoint_files() + ((TOKEN_COUNTS_NAME,) if self.reconstruction_loss.needs_counts else ())
 
@@ -498,15 +504,8 @@ RECORD = register(
         docs="docs/methods/sarcse.md",
         method_arguments=SARCSEArguments,
         arguments=(SARCSEModelArguments, DataArguments, SARCSETrainingArguments),
-        # Eq. 12: alpha scales the trainer's own terms
-        terms={
-            "contrastive": lambda args: args.alpha,
-            "reconstruction": lambda args: args.beta,
-            "reconstruction_positive": lambda args: args.gamma,
-        },
         bench={"sarcse": BenchShape("run_sarcse", "configs/sarcse_roberta_base.yaml", "roberta", overhead_target=1.3)},
         model_kinds={"sarcse": SARCSEModel},
-        checkpoint_files=(TOKEN_COUNTS_NAME,),
         part=Part(
             trainer=ReconstructionMixin,
             equation="the embedding is Z, the code of a TextCNN autoencoder over the backbone's real tokens (Eq. 4), "

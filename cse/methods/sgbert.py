@@ -332,7 +332,6 @@ RECORD = register(
         docs="docs/methods/sgbert.md",
         method_arguments=SGBERTArguments,
         arguments=(SGModelArguments, SGDataArguments, SGTrainingArguments),
-        terms={"regularization": lambda args: args.reg_lambda},
         bench={
             "sgbert-sg": BenchShape(
                 "run_sgbert", "configs/sgbert_bert_base.yaml", "bert", ("--loss_variant", "base", *_BENCH_FLAGS)

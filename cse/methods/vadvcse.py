@@ -403,6 +403,10 @@ class VAdvCSETrainer(CSETrainer):
                 "BatchNorm head cannot normalise in the perturbed forward: use --dataloader_drop_last true"
             )
 
+    def term_weights(self, names):
+        weights = super().term_weights([name for name in names if name != "vadv"])
+        return {**weights, "vadv": self.vadv_lambda} if "vadv" in names else weights
+
     def step_terms(self, model, inputs, separate=False):
         if not model.training:
             return super().step_terms(model, inputs, separate)
@@ -473,7 +477,6 @@ RECORD = register(
         build=build,
         docs="docs/methods/vadvcse.md",
         method_arguments=VAdvCSEArguments,
-        terms={"vadv": lambda args: args.vadv_lambda},
         bench={
             "vadvcse": BenchShape(
                 "run_vadvcse", "configs/vadvcse_bert_base.yaml", "bert", ("--num_steps", "1"), overhead_target=2.3
