@@ -33,7 +33,7 @@ from cse.methods.sarcse import (
 from cse.methods.vadvcse import VAdvCSETrainer
 from cse.modeling import load_model, read_cse_config
 
-from .conftest import QUIET_CPU, SENTENCES, SENTEVAL, MomentumWeights, small_sarcse_args, tiny_model_dir
+from .conftest import QUIET_CPU, SENTENCES, SENTEVAL, MomentumWeights, small_sarcse_args
 
 THETA, FREQ_LAMBDA = 0.1, 5.0  # a lambda at which the frequency weights vary on 8 sentences
 
@@ -44,12 +44,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def no_dropout_roberta(tmp_path_factory):
-    # Without dropout a forward is a function of the weights: the hand computation repeats it.
-    return tiny_model_dir(tmp_path_factory.mktemp("tiny_roberta_nodrop"), "roberta", dropout=0.0)
 
 
 class ReconstructingAdCSETrainer(ReconstructionMixin, AdCSETrainer):
