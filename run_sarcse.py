@@ -14,7 +14,6 @@ from cse.environment import check_min_versions
 from cse.errors import run_cli
 from cse.methods.sarcse import RECORD
 from cse.pipeline import setup_logging, train_built
-from cse.resume import check_checkpoint_matches
 
 
 def main(argv=None, callbacks=()):
@@ -25,8 +24,6 @@ def main(argv=None, callbacks=()):
     setup_logging(training_args)
     set_seed(training_args.seed)
     built = RECORD.pieces(model_args, sarcse_args)
-    if training_args.resume_from_checkpoint:  # before the corpus, and for --no_decoder's plain trainer too
-        check_checkpoint_matches(built[0], training_args.resume_from_checkpoint)
     return train_built(model_args, data_args, training_args, built, sarcse_args, callbacks)
 
 

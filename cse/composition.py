@@ -290,15 +290,12 @@ def main(argv: list[str] | None = None, callbacks=()):
 
     from .environment import check_min_versions
     from .pipeline import setup_logging, train_built
-    from .resume import check_checkpoint_matches
 
     check_min_versions()
     model_args, data_args, training_args, record, arguments = parse(argv)
     setup_logging(training_args)
     set_seed(training_args.seed)
     built = record.pieces(model_args, arguments)
-    if training_args.resume_from_checkpoint:  # before the corpus
-        check_checkpoint_matches(built[0], training_args.resume_from_checkpoint)
     return train_built(model_args, data_args, training_args, built, arguments, callbacks)
 
 

@@ -26,6 +26,7 @@ from .results import markdown_table
 from .resume import (
     TRAINER_STATE_NAME,
     check_best_model_loaded,
+    check_checkpoint_matches,
     find_checkpoint,
     model_selection,
     run_settings,
@@ -152,8 +153,11 @@ def train_and_evaluate(
 
 def train_built(model_args, data_args, training_args, built, method_args=None, callbacks=()):
     """:func:`train_and_evaluate` of what a method's ``build`` returns, ``(model, loss, trainer_class,
-    trainer_kwargs)``; ``callbacks`` join the Trainer's."""
+    trainer_kwargs)``; ``callbacks`` join the Trainer's. A ``--resume_from_checkpoint`` saved by another
+    model layout is refused first, before the corpus is read: the Trainer would load it non-strictly."""
     model, loss, trainer_class, trainer_kwargs = built
+    if training_args.resume_from_checkpoint:
+        check_checkpoint_matches(model, training_args.resume_from_checkpoint)
     return train_and_evaluate(
         model_args,
         data_args,

@@ -329,9 +329,10 @@ def check_checkpoint_matches(model, checkpoint: str) -> None:
     current = {key: tuple(t.shape) for key, t in model.state_dict().items()}
     differ = sorted(set(saved) ^ set(current)) + sorted(k for k in set(saved) & set(current) if saved[k] != current[k])
     if differ:
-        raise ValueError(
-            f"{checkpoint} was saved by a different model (e.g. another --variant or ablation flag): "
-            f"{len(differ)} weight(s) missing, extra or reshaped, first {', '.join(differ[:3])}"
+        raise CSEUsageError(
+            f"{checkpoint} was saved by a different model (another method, --variant or ablation flag): "
+            f"{len(differ)} weight(s) missing, extra or reshaped, first {', '.join(differ[:3])}",
+            hint="resume with the command that saved it, or name a checkpoint of this run",
         )
 
 

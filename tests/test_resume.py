@@ -15,7 +15,7 @@ from cse.data import CorpusStatistics
 from cse.errors import CSEUsageError
 from cse.resume import RUN_ARGS_NAME, checkpoint_problem, find_checkpoint, last_complete_checkpoint, model_selection
 
-from .conftest import fake_checkpoint
+from .conftest import WIKI_HEAD, fake_checkpoint
 
 
 def test_the_newest_checkpoint_is_the_highest_step_not_the_last_name(tmp_path):
@@ -109,3 +109,19 @@ def test_the_selection_note_says_when_nothing_was_compared():
     assert selection_of([10, 20], load_best=False) == (
         "the exported weights are the last step's (step 40): no best-checkpoint selection"
     )
+
+
+def test_a_checkpoint_of_another_model_is_refused_in_one_line_before_any_work(tiny_bert, tmp_path, capsys):
+    """SimCSE's command resuming from a checkpoint with other weights (another method's): the Trainer
+    would load it non-strictly, keeping what matches and silently dropping the rest."""
+    import run_simcse
+    from cse.errors import run_cli
+
+    checkpoint = fake_checkpoint(tmp_path / "other" / "checkpoint-2", 2)  # one weight, "w"
+    out = tmp_path / "run"
+    argv = ["--model_name_or_path", tiny_bert, "--output_dir", str(out), "--train_file", WIKI_HEAD]
+    with pytest.raises(SystemExit) as stop:
+        run_cli(run_simcse.main, [*argv, "--use_cpu", "true", "--resume_from_checkpoint", checkpoint])
+    lines = capsys.readouterr().err.strip().splitlines()[-2:]  # after the model's loading bar
+    assert stop.value.code == 2 and lines[0].startswith(f"error: {checkpoint} was saved by a different model")
+    assert lines[1].startswith("  hint: ") and not out.exists()
