@@ -189,6 +189,103 @@ def run_simcse(args, launcher=(sys.executable,), check=True, env=SIMCSE_ENV):
     return proc
 
 
+# --- refusals through an entry point's own path (cse.errors.run_cli) -----------------------------
+
+
+def refusal(capsys, main, argv):
+    """Run ``main(argv)`` as an entry point does; return its stderr lines after checking the refusal's form."""
+    from cse.errors import run_cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main, argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    # Progress bars (weights loading) may come first; the refusal is the last one or two lines.
+    lines = err.strip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("error: ")]
+    assert len(starts) == 1 and "Traceback" not in err, err
+    lines = lines[starts[0] :]
+    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("  hint: ")), lines
+    return lines
+
+
+def train_argv(model, out, *extra):
+    return [
+        "--model_name_or_path",
+        model,
+        "--output_dir",
+        str(out),
+        "--train_file",
+        WIKI_HEAD,
+        "--senteval_data_dir",
+        SENTEVAL,
+        "--max_steps",
+        "2",
+        "--use_cpu",
+        "true",
+        "--report_to",
+        "none",
+        *extra,
+    ]
+
+
+def assert_nothing_written(out):
+    assert not os.path.exists(out) or os.listdir(out) == []
+
+
+# --- the runs the reliability tests kill and resume --------------------------------------------
+
+
+def common_args(model_dir, out, max_steps=8, save_steps=2):
+    """The reliability tests' small run: a checkpoint every ``save_steps``, no evaluation."""
+    return [
+        "--model_name_or_path",
+        model_dir,
+        "--output_dir",
+        str(out),
+        "--train_file",
+        WIKI_HEAD,
+        "--max_train_samples",
+        "256",
+        "--per_device_train_batch_size",
+        "8",
+        "--learning_rate",
+        "1e-3",
+        "--max_steps",
+        str(max_steps),
+        "--logging_steps",
+        "2",
+        "--eval_strategy",
+        "no",
+        "--load_best_model_at_end",
+        "false",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        str(save_steps),
+        "--save_total_limit",
+        "2",
+        "--final_eval",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--use_cpu",
+        "true",
+        "--seed",
+        "5",
+    ]
+
+
+
+def tail_args(model_dir, out, senteval, flags=()):
+    """4 steps with a dev evaluation and a checkpoint every 2, the best model exported, a final dev
+    evaluation."""
+    argv = common_args(model_dir, out, max_steps=4, save_steps=2)
+    for flag, value in {"eval_strategy": "steps", "load_best_model_at_end": "true", "final_eval": "dev"}.items():
+        argv[argv.index(f"--{flag}") + 1] = value
+    return [*argv, "--eval_steps", "2", "--senteval_data_dir", senteval, *flags]
+
+
 # --- in-process trainers --------------------------------------------------------------------------
 
 # A CPU run without evaluation, checkpoints or reporting, unless a test asks for them.

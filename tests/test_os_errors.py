@@ -16,11 +16,12 @@ import pytest
 import safetensors.torch
 from transformers import TrainingArguments
 
+import run_simcse
 from cse.errors import OS_ERROR_HINTS, human_size, run_cli
 from cse.reliability import LOCK_NAME
 from cse.resume import checkpoint_problem
 
-from .test_inputs import assert_nothing_written, refusal, run_simcse, train_argv
+from .conftest import assert_nothing_written, refusal, train_argv
 
 
 @contextlib.contextmanager

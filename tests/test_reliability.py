@@ -31,52 +31,13 @@ from cse.methods.sarcse import TOKEN_COUNTS_NAME
 from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
 
-from .conftest import DATA, REPO, WIKI_HEAD, fake_checkpoint
+from .conftest import DATA, REPO, common_args, fake_checkpoint, tail_args
 
 # OMP_NUM_THREADS is inherited, not set: the in-process reference runs use the same thread count.
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
 WORKER = os.path.join(REPO, "tests", "kill_worker.py")
 SIGKILLED = -signal.SIGKILL
 LONG = pytest.mark.skipif(os.environ.get("CSE_LONG_TESTS") != "1", reason="long form: set CSE_LONG_TESTS=1")
-
-
-def common_args(model_dir, out, max_steps=8, save_steps=2):
-    return [
-        "--model_name_or_path",
-        model_dir,
-        "--output_dir",
-        str(out),
-        "--train_file",
-        WIKI_HEAD,
-        "--max_train_samples",
-        "256",
-        "--per_device_train_batch_size",
-        "8",
-        "--learning_rate",
-        "1e-3",
-        "--max_steps",
-        str(max_steps),
-        "--logging_steps",
-        "2",
-        "--eval_strategy",
-        "no",
-        "--load_best_model_at_end",
-        "false",
-        "--save_strategy",
-        "steps",
-        "--save_steps",
-        str(save_steps),
-        "--save_total_limit",
-        "2",
-        "--final_eval",
-        "none",
-        "--disable_tqdm",
-        "true",
-        "--use_cpu",
-        "true",
-        "--seed",
-        "5",
-    ]
 
 
 # Each method with the flags that make it small, and the state files its checkpoints add.
@@ -396,15 +357,6 @@ def test_export_refuses_non_finite_weights(tiny_bert, tmp_path):
 
 
 # --- the run's tail: training results, export, final evaluation, model card ------------------------
-
-
-def tail_args(model_dir, out, senteval, flags=()):
-    """4 steps with a dev evaluation and a checkpoint every 2, the best model exported, a final dev
-    evaluation."""
-    argv = common_args(model_dir, out, max_steps=4, save_steps=2)
-    for flag, value in {"eval_strategy": "steps", "load_best_model_at_end": "true", "final_eval": "dev"}.items():
-        argv[argv.index(f"--{flag}") + 1] = value
-    return [*argv, "--eval_steps", "2", "--senteval_data_dir", senteval, *flags]
 
 
 # What two runs of the same command legitimately write differently: the Trainer's timings.
