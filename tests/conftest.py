@@ -4,9 +4,12 @@ a small corpus, trainer and run factories, and stand-ins for the launchers."""
 import hashlib
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -150,6 +153,38 @@ def fake_checkpoint(path, step, method_files=(), best=None):
         save_file({"t": torch.zeros(256)}, str(path / name))
     state = {"global_step": step, "log_history": [], "best_model_checkpoint": best}
     (path / "trainer_state.json").write_text(json.dumps(state))
+    return str(path)
+
+
+# --- faults of the machine ----------------------------------------------------------------------
+
+
+def file_size_limit(nbytes):
+    """For ``subprocess.run(preexec_fn=...)``: the child may write no file beyond ``nbytes`` (RLIMIT_FSIZE,
+    what ``ulimit -f`` sets). A write that crosses it is cut there and fails with EFBIG, a real fault
+    in the middle of a write that needs no privileges; SIGXFSZ, which would kill the child instead,
+    is ignored."""
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    return limit
+
+
+# --- results for cse.plots -----------------------------------------------------------------------
+
+
+def plot_report(path, alignment, uniformity, average, seed):
+    """A result JSON of ``senteval_eval.py --analysis`` at ``path`` (its folder created) for cse.plots:
+    the given scores, and 200 STS pairs whose cosines follow their gold scores."""
+    rng = np.random.RandomState(seed)
+    gold = rng.uniform(0, 5, 200)
+    cosines = np.clip(gold / 5 + rng.normal(0, 0.1, 200), -1, 1)
+    analysis = {"split": "STSBenchmark test", "alignment": alignment, "uniformity": uniformity}
+    analysis.update(largest_angle=80.0, cosines=cosines.tolist(), gold=gold.tolist())
+    path.parent.mkdir()
+    path.write_text(json.dumps({"scores": {"STS12": 1.0, "Avg.": average}, "analysis": analysis}))
     return str(path)
 
 
