@@ -31,7 +31,7 @@ from cse.methods.sarcse import TOKEN_COUNTS_NAME
 from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
 
-from .conftest import DATA, REPO, common_args, fake_checkpoint, tail_args
+from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args
 
 # OMP_NUM_THREADS is inherited, not set: the in-process reference runs use the same thread count.
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
@@ -413,38 +413,41 @@ def uninterrupted(tiny_bert, dev_head, tmp_path_factory):
     return run
 
 
-TAIL_KILLS = {
-    # in the final evaluation; just after the export's first file is in place; inside the model
-    # card's write (the card is staged with the export)
-    "simcse": ["tail:during:final_eval", "tail:after:1_Pooling/config.json", "tail:during:_export.tmp/README.md"],
-    # inside the final results' write; after the exported weights; after cse_config.json: finished
-    "adcse": ["tail:during:sts_dev_results.json", "tail:after:model.safetensors", "tail:after:cse_config.json"],
-}
+# In the order a run's end reaches them, each rerun of the same command killed at the next one.
+TAIL_KILLS = [
+    "tail:during:final_eval",  # the export staged in _export.tmp, the final evaluation under way
+    "tail:during:_export.tmp/README.md",  # the results written; the model card (staged too) cut half-way
+    "tail:after:1_Pooling/config.json",  # the export's first file in place (they move in sorted order)
+    "tail:after:cse_config.json",  # the last file in place: the run is finished
+]
+FINISHED_HINT = "choose another --output_dir, delete it, or pass --resume_from_checkpoint explicitly"
 
 
-@pytest.mark.parametrize("method", list(TAIL_KILLS))
+@pytest.mark.e2e
+@pytest.mark.parametrize("method", ["simcse", "adcse"])
 def test_killed_in_the_tail_the_same_command_completes_the_run(
-    method, tiny_bert, dev_head, uninterrupted, tmp_path, monkeypatch
+    method, tiny_bert, dev_head, uninterrupted, tmp_path, monkeypatch, capsys
 ):
-    """Each kill in turn, every rerun of the same command resuming what the one before left; then
-    the same command once more: the run's files equal the uninterrupted run's."""
+    """Each kill in turn, every rerun of the same command completing what the one before left; the
+    run killed after cse_config.json had finished it: the same command once more is refused, and the
+    run's files equal the uninterrupted run's."""
     script, _, flags = METHODS[method]
     out = tmp_path / "killed"
     argv = tail_args(tiny_bert, out, dev_head, flags)
-    for kill in TAIL_KILLS[method]:
+    for kill in TAIL_KILLS:
         worker(script, argv, kill)
-        finished = kill == "tail:after:cse_config.json"
-        assert (out / "cse_config.json").exists() == finished, kill
+        assert (out / "cse_config.json").exists() == (kill == TAIL_KILLS[-1]), kill
+        if kill == "tail:after:1_Pooling/config.json":
+            assert not (out / "model.safetensors").exists() and (out / "_export.tmp" / "model.safetensors").exists()
         for name in os.listdir(out):  # whatever is in place is whole
             if name.endswith(".json"):
                 with open(out / name, encoding="utf-8") as f:
                     json.load(f)
-    if finished:
-        assert not (out / "_export.tmp").exists() and not list(out.glob("*.tmp"))
-        with pytest.raises(CSEUsageError, match="holds a finished run"):
-            in_process(script, argv, monkeypatch)
-    else:
-        in_process(script, argv, monkeypatch)
+    assert not (out / "_export.tmp").exists() and not list(out.glob("*.tmp"))
+    assert refusal(capsys, lambda argv: in_process(script, argv, monkeypatch), argv) == [
+        f"error: {out} holds a finished run",
+        f"  hint: {FINISHED_HINT}",
+    ]
     assert_same_run(out, uninterrupted(method))
 
 
