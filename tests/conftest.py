@@ -143,8 +143,9 @@ def dev_head(tmp_path_factory):
     return str(root)
 
 
-def fake_checkpoint(path, step, method_files=(), best=None):
-    """A checkpoint with the files the Trainer writes, each in its real format."""
+def fake_checkpoint(path, step, method_files=(), best=None, max_steps=None):
+    """A checkpoint with the files the Trainer writes, each in its real format (saved at the run's
+    last step when ``step == max_steps``)."""
     path.mkdir(parents=True)
     save_file({"w": torch.ones(64, 64)}, str(path / "model.safetensors"))
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
@@ -152,6 +153,8 @@ def fake_checkpoint(path, step, method_files=(), best=None):
     for name in method_files:
         save_file({"t": torch.zeros(256)}, str(path / name))
     state = {"global_step": step, "log_history": [], "best_model_checkpoint": best}
+    if max_steps is not None:
+        state["max_steps"] = max_steps
     (path / "trainer_state.json").write_text(json.dumps(state))
     return str(path)
 

@@ -30,8 +30,9 @@ from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
 from cse.methods.sarcse import TOKEN_COUNTS_NAME
 from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
+from cse.trainer import CSETrainer
 
-from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args
+from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args, train_argv
 
 # OMP_NUM_THREADS is inherited, not set: the in-process reference runs use the same thread count.
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
@@ -338,7 +339,6 @@ def test_a_nan_dev_score_or_grad_norm_stops_training(tmp_path):
 def test_export_refuses_non_finite_weights(tiny_bert, tmp_path):
     from cse.losses import InfoNCELoss
     from cse.modeling import CSEModel
-    from cse.trainer import CSETrainer
 
     from .conftest import SENTEVAL
 
@@ -449,6 +449,29 @@ def test_killed_in_the_tail_the_same_command_completes_the_run(
         f"  hint: {FINISHED_HINT}",
     ]
     assert_same_run(out, uninterrupted(method))
+
+
+def test_a_run_stopped_after_training_under_fsdp_is_refused_in_one_line(tiny_bert, tmp_path, monkeypatch, capsys):
+    """FSDP's checkpoints hold its sharded state, not the model the run exports: the end of such a run
+    is not completed, the same command says so and what to do. accelerate turns FSDP on only over
+    accelerators (GPUs and the like), never on a CPU, so the trainer is told it is on, as the Trainer
+    records it."""
+    create = CSETrainer.create_accelerator_and_postprocess
+
+    def under_fsdp(self):
+        create(self)
+        self.is_fsdp_enabled = True
+
+    monkeypatch.setattr(CSETrainer, "create_accelerator_and_postprocess", under_fsdp)
+    out = tmp_path / "run"
+    last = fake_checkpoint(out / "checkpoint-2", 2, max_steps=2)  # train_argv's --max_steps 2
+    run = lambda argv: in_process("run_simcse.py", argv, monkeypatch)  # noqa: E731
+    assert refusal(capsys, run, train_argv(tiny_bert, out)) == [
+        f"error: training ended at {last}, but the run was stopped before its export, which is not completed "
+        "under FSDP",
+        "  hint: train again into another --output_dir",
+    ]
+    assert sorted(os.listdir(out)) == ["checkpoint-2", "run_args.json"]
 
 
 def test_a_full_disk_leaves_the_previous_file_whole_and_no_partial_one(tmp_path):
