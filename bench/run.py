@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 
+from cse.atomic import write_json
 from cse.environment import collect_environment
 from cse.registry import REPO, BenchShape, shape_overrides
 
@@ -193,8 +194,7 @@ def run_method(name: str, args: argparse.Namespace, profile: Profile, model_dir:
         "senteval_data_dir": args.senteval_data_dir,
     }
     spec_path, result_path, log_path = (os.path.join(run_dir, f) for f in ("spec.json", "result.json", "log.txt"))
-    with open(spec_path, "w", encoding="utf-8") as f:
-        json.dump(spec, f, indent=2)
+    write_json(spec_path, spec)
     env = dict(os.environ)
     if args.threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(args.threads)
@@ -281,8 +281,10 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = result
             add_baseline_ratios(results)
             hardware["load_average_at_end"] = list(os.getloadavg())
-            if args.output_json:  # after every method, so that an interrupted run keeps what it measured
-                write_json(report, args.output_json)
+            # After every method, so that an interrupted run keeps what it measured; atomically, so
+            # that an interruption while writing leaves the previous report whole.
+            if args.output_json:
+                write_json(args.output_json, report)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -290,9 +292,3 @@ def main(argv: list[str] | None = None) -> int:
     if args.output_json:
         print(f"results written to {args.output_json}")
     return 1 if any("error" in r for r in results.values()) else 0
-
-
-def write_json(report: dict, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2)
-        f.write("\n")

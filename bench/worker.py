@@ -13,6 +13,7 @@ import statistics
 import sys
 import time
 
+from cse.atomic import write_json
 from cse.evaluation import STS_DEV_TASKS, SentEvalSuite
 
 from .timer import StepTimer, synchronize
@@ -68,8 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     result = run(spec)
-    with open(result_path, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
+    write_json(result_path, result)
 
 
 if __name__ == "__main__":

@@ -44,16 +44,24 @@ def atomic_path(path: str):
         yield tmp
         _fsync(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+        if isinstance(error, OSError) and error.filename is None:
+            # a failed write() names no file (a full disk, a size limit): name the one being written
+            error.filename = tmp
         raise
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
 
 
 def write_text(path: str, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
+    write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: str, data, **dump_kwargs) -> None:

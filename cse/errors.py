@@ -39,6 +39,8 @@ OS_ERROR_HINTS = {
     errno.EEXIST: "choose another path, or move the file there away",
     errno.EISDIR: "pass the file itself, not its directory",
     errno.ENOTDIR: "a part of the path is a file, not a directory: correct the path",
+    errno.EFBIG: "a limit on the size of a file (ulimit -f, or the file system's) stopped the write: raise it or "
+    "write to another file system",
 }
 
 # How libraries that bypass Python's OSError report a full disk: safetensors (Rust's io::Error) and

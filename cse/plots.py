@@ -13,12 +13,14 @@ as in SARCSE's Appendix D. Models are named by their result's folder, or ``--nam
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 from collections.abc import Mapping
 
 import numpy as np
 
+from .atomic import write_bytes
 from .errors import CSEUsageError, run_cli
 
 GOLD_BINS = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0), (4.0, 5.0))
@@ -93,10 +95,14 @@ def cosine_density(reports: Mapping[str, Mapping], path: str, bins: int = 40) ->
 
 
 def _save(fig, path: str, plt) -> None:
+    """Render ``fig`` in memory, in the format its file name's suffix names (PNG without one), and write
+    it atomically: a failed or interrupted write leaves the previous figure whole."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    image = io.BytesIO()
+    fig.savefig(image, format=os.path.splitext(path)[1][1:].lower() or None, dpi=120)
     plt.close(fig)
+    write_bytes(path, image.getvalue())
 
 
 PLOTS = {"align_uniform": align_uniform, "cosine_density": cosine_density}

@@ -4,9 +4,12 @@ a small corpus, trainer and run factories, and stand-ins for the launchers."""
 import hashlib
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -145,8 +148,9 @@ def dev_head(tmp_path_factory):
     return str(root)
 
 
-def fake_checkpoint(path, step, method_files=(), best=None):
-    """A checkpoint with the files the Trainer writes, each in its real format."""
+def fake_checkpoint(path, step, method_files=(), best=None, max_steps=None):
+    """A checkpoint with the files the Trainer writes, each in its real format (saved at the run's
+    last step when ``step == max_steps``)."""
     path.mkdir(parents=True)
     save_file({"w": torch.ones(64, 64)}, str(path / "model.safetensors"))
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
@@ -154,7 +158,41 @@ def fake_checkpoint(path, step, method_files=(), best=None):
     for name in method_files:
         save_file({"t": torch.zeros(256)}, str(path / name))
     state = {"global_step": step, "log_history": [], "best_model_checkpoint": best}
+    if max_steps is not None:
+        state["max_steps"] = max_steps
     (path / "trainer_state.json").write_text(json.dumps(state))
+    return str(path)
+
+
+# --- faults of the machine ----------------------------------------------------------------------
+
+
+def file_size_limit(nbytes):
+    """For ``subprocess.run(preexec_fn=...)``: the child may write no file beyond ``nbytes`` (RLIMIT_FSIZE,
+    what ``ulimit -f`` sets). A write that crosses it is cut there and fails with EFBIG, a real fault
+    in the middle of a write that needs no privileges; SIGXFSZ, which would kill the child instead,
+    is ignored."""
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    return limit
+
+
+# --- results for cse.plots -----------------------------------------------------------------------
+
+
+def plot_report(path, alignment, uniformity, average, seed):
+    """A result JSON of ``senteval_eval.py --analysis`` at ``path`` (its folder created) for cse.plots:
+    the given scores, and 200 STS pairs whose cosines follow their gold scores."""
+    rng = np.random.RandomState(seed)
+    gold = rng.uniform(0, 5, 200)
+    cosines = np.clip(gold / 5 + rng.normal(0, 0.1, 200), -1, 1)
+    analysis = {"split": "STSBenchmark test", "alignment": alignment, "uniformity": uniformity}
+    analysis.update(largest_angle=80.0, cosines=cosines.tolist(), gold=gold.tolist())
+    path.parent.mkdir()
+    path.write_text(json.dumps({"scores": {"STS12": 1.0, "Avg.": average}, "analysis": analysis}))
     return str(path)
 
 
@@ -192,6 +230,103 @@ def run_simcse(args, launcher=(sys.executable,), check=True, env=SIMCSE_ENV):
     if check and proc.returncode != 0:
         raise AssertionError(proc.stdout[-3000:] + proc.stderr[-5000:])
     return proc
+
+
+# --- refusals through an entry point's own path (cse.errors.run_cli) -----------------------------
+
+
+def refusal(capsys, main, argv):
+    """Run ``main(argv)`` as an entry point does; return its stderr lines after checking the refusal's form."""
+    from cse.errors import run_cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main, argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    # Progress bars (weights loading) may come first; the refusal is the last one or two lines.
+    lines = err.strip().splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("error: ")]
+    assert len(starts) == 1 and "Traceback" not in err, err
+    lines = lines[starts[0] :]
+    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("  hint: ")), lines
+    return lines
+
+
+def train_argv(model, out, *extra):
+    return [
+        "--model_name_or_path",
+        model,
+        "--output_dir",
+        str(out),
+        "--train_file",
+        WIKI_HEAD,
+        "--senteval_data_dir",
+        SENTEVAL,
+        "--max_steps",
+        "2",
+        "--use_cpu",
+        "true",
+        "--report_to",
+        "none",
+        *extra,
+    ]
+
+
+def assert_nothing_written(out):
+    assert not os.path.exists(out) or os.listdir(out) == []
+
+
+# --- the runs the reliability tests kill and resume --------------------------------------------
+
+
+def common_args(model_dir, out, max_steps=8, save_steps=2):
+    """The reliability tests' small run: a checkpoint every ``save_steps``, no evaluation."""
+    return [
+        "--model_name_or_path",
+        model_dir,
+        "--output_dir",
+        str(out),
+        "--train_file",
+        WIKI_HEAD,
+        "--max_train_samples",
+        "256",
+        "--per_device_train_batch_size",
+        "8",
+        "--learning_rate",
+        "1e-3",
+        "--max_steps",
+        str(max_steps),
+        "--logging_steps",
+        "2",
+        "--eval_strategy",
+        "no",
+        "--load_best_model_at_end",
+        "false",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        str(save_steps),
+        "--save_total_limit",
+        "2",
+        "--final_eval",
+        "none",
+        "--disable_tqdm",
+        "true",
+        "--use_cpu",
+        "true",
+        "--seed",
+        "5",
+    ]
+
+
+
+def tail_args(model_dir, out, senteval, flags=()):
+    """4 steps with a dev evaluation and a checkpoint every 2, the best model exported, a final dev
+    evaluation."""
+    argv = common_args(model_dir, out, max_steps=4, save_steps=2)
+    for flag, value in {"eval_strategy": "steps", "load_best_model_at_end": "true", "final_eval": "dev"}.items():
+        argv[argv.index(f"--{flag}") + 1] = value
+    return [*argv, "--eval_steps", "2", "--senteval_data_dir", senteval, *flags]
 
 
 # --- in-process trainers --------------------------------------------------------------------------

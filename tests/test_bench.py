@@ -1,8 +1,11 @@
-"""The benchmark harness (bench/): an end-to-end run on cpu-tiny, and the FLOP count and MFU
-arithmetic against closed forms."""
+"""The benchmark harness (bench/): an end-to-end run on cpu-tiny, the FLOP count and MFU arithmetic
+against closed forms, and a report whose rewrite fails half-way leaving the previous one whole."""
 
+import errno
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,7 +17,9 @@ from bench.report import mfu, percentile, projected_run_s
 from bench.run import main as bench_main
 from bench.timer import StepTimer
 
-from .conftest import DATA, TOKENIZERS, WIKI_HEAD
+from cse.errors import OS_ERROR_HINTS
+
+from .conftest import DATA, REPO, TOKENIZERS, WIKI_HEAD, file_size_limit
 
 
 class TwoLinear(nn.Module):
@@ -111,3 +116,37 @@ def test_bench_runs_end_to_end_on_cpu_tiny(tmp_path, monkeypatch):
     assert st["flops_per_step"] == pytest.approx(simcse["flops_per_step"], rel=0.02)
     assert st["step_time_vs_st"] == 1.0
     assert simcse["step_time_vs_st"] == pytest.approx(simcse["step_time_s"]["median"] / st["step_time_s"]["median"])
+
+
+# python -m bench with the measured parts left out (each method's worker "fails" at once), so that
+# what remains of a run is its report, written after every method: one run of a method, then the same
+# report rewritten by a run of two under a file size limit.
+REWRITE_UNDER_LIMIT = """
+import sys
+sys.path.insert(0, {repo!r})
+import bench.run
+from cse.errors import run_cli
+from tests.conftest import file_size_limit
+bench.run.save_random_backbone = lambda family, profile, tokenizer, directory: directory
+bench.run.run_method = lambda name, *args: {{"error": "not run", "log_tail": [], "argv": []}}
+argv = ["--profile", "cpu-tiny", "--train_file", {corpus!r}, "--output_json", {report!r}, "--methods"]
+assert bench.run.main([*argv, "simcse"]) == 1  # its one method failed
+file_size_limit({limit})()
+sys.exit(run_cli(bench.run.main, [*argv, "simcse,st-mnrl"]))
+"""
+
+
+def test_a_report_whose_write_fails_half_way_leaves_the_previous_one_whole(tmp_path):
+    """The report's rewrite is really cut at 512 bytes (a file size limit, EFBIG): one line naming the
+    file, exit 2, and the report of the run before whole (a cut one would not parse)."""
+    report = tmp_path / "bench.json"
+    script = REWRITE_UNDER_LIMIT.format(repo=REPO, corpus=WIKI_HEAD, report=str(report), limit=512)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-2:] == [
+        f"error: File too large: {report}.tmp",
+        f"  hint: {OS_ERROR_HINTS[errno.EFBIG]}",
+    ]
+    assert os.path.getsize(report) > 512 and os.listdir(tmp_path) == [report.name]
+    methods = json.loads(report.read_text())["methods"]
+    assert list(methods) == ["simcse"] and methods["simcse"]["error"] == "not run"

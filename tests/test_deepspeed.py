@@ -19,8 +19,7 @@ import run_simcse
 from cse.methods.sarcse import TOKEN_COUNTS_NAME
 from cse.trainer import CSETrainer
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, torchrun
-from .test_reliability import tail_args
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tail_args, torchrun
 
 ENV = {
     **os.environ,

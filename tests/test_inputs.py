@@ -19,7 +19,7 @@ from cse.data import load_corpus
 from cse.errors import CSEUsageError, run_cli
 from cse.evaluation import SentEvalSuite
 
-from .conftest import REPO, SENTEVAL, WIKI_HEAD
+from .conftest import REPO, SENTEVAL, assert_nothing_written, refusal, train_argv
 
 sys.path.insert(0, REPO)
 import run_simcse  # noqa: E402
@@ -27,45 +27,6 @@ import senteval_eval  # noqa: E402
 
 TYPES = (ModelArguments, DataArguments, CSETrainingArguments)
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def refusal(capsys, main, argv):
-    """Run ``main(argv)`` as an entry point does; return its stderr lines after checking the refusal's form."""
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli(main, argv)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    # Progress bars (weights loading) may come first; the refusal is the last one or two lines.
-    lines = err.strip().splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("error: ")]
-    assert len(starts) == 1 and "Traceback" not in err, err
-    lines = lines[starts[0] :]
-    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("  hint: ")), lines
-    return lines
-
-
-def train_argv(model, out, *extra):
-    return [
-        "--model_name_or_path",
-        model,
-        "--output_dir",
-        str(out),
-        "--train_file",
-        WIKI_HEAD,
-        "--senteval_data_dir",
-        SENTEVAL,
-        "--max_steps",
-        "2",
-        "--use_cpu",
-        "true",
-        "--report_to",
-        "none",
-        *extra,
-    ]
-
-
-def assert_nothing_written(out):
-    assert not os.path.exists(out) or os.listdir(out) == []
 
 
 # -- the handler -----------------------------------------------------------------------------------

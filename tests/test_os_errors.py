@@ -2,25 +2,29 @@
 run stopped by a full disk resumes with the same command once there is space.
 
 The faults are real: a small tmpfs that fills up, a read-only tmpfs, ``/dev/full`` (every write
-fails with ENOSPC), a file where a directory should be. Mounting needs root (CAP_SYS_ADMIN): where it
-is refused, the tmpfs tests skip with the reason and the test whose checkpoint write raises ENOSPC
-still covers a full disk."""
+fails with ENOSPC), a file where a directory should be, a directory this user may not write (as
+root, a process without the capabilities that override permission bits). Mounting needs root
+(CAP_SYS_ADMIN): where it is refused, the tmpfs tests skip with the reason and the test whose
+checkpoint write raises ENOSPC still covers a full disk."""
 
 import contextlib
 import errno
 import json
 import os
+import shutil
 import subprocess
+import sys
 
 import pytest
 import safetensors.torch
 from transformers import TrainingArguments
 
+import run_simcse
 from cse.errors import OS_ERROR_HINTS, human_size, run_cli
 from cse.reliability import LOCK_NAME
 from cse.resume import checkpoint_problem
 
-from .test_inputs import assert_nothing_written, refusal, run_simcse, train_argv
+from .conftest import REPO, assert_nothing_written, refusal, train_argv
 
 
 @contextlib.contextmanager
@@ -157,4 +161,49 @@ def test_train_file_that_is_a_directory_is_refused_before_work(capsys, tiny_bert
     (directory / "wiki.txt").write_text("a sentence\n")
     lines = refusal(capsys, run_simcse.main, run_argv(tiny_bert, out, "--train_file", str(directory)))
     assert lines[1] == f"  hint: pass a file in it, e.g. --train_file {directory / 'wiki.txt'}"
+    assert_nothing_written(out)
+
+
+def bound_by_permissions(command):
+    """``command`` run so that permission bits bind it: as it is for a user other than root; as root,
+    without the capabilities that override them (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), which
+    ``setpriv`` drops from what the command's process may hold."""
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv (util-linux): permission bits do not bind")
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", *command]
+
+
+def test_a_cache_directory_this_user_may_not_write_is_one_line(tiny_bert, tmp_path):
+    """A real EACCES (not foreseen by the checks before the run: the cache is written after the model
+    loads), seen as a shell sees it: exit 2, the line and its hint last on stderr."""
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    out = tmp_path / "out"
+    argv = train_argv(tiny_bert, out, "--cache_dir", str(locked / "cache"))
+    command = bound_by_permissions([sys.executable, os.path.join(REPO, "run_simcse.py"), *argv])
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    if proc.stderr.startswith("setpriv:"):
+        pytest.skip(f"setpriv may not drop capabilities here: {proc.stderr.strip()}")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-2:] == [
+        f"error: Permission denied: {locked / 'cache'}",
+        f"  hint: {OS_ERROR_HINTS[errno.EACCES]}",
+    ]
+    assert os.listdir(locked) == []
+    assert_nothing_written(out)
+
+
+def test_a_cache_directory_that_is_a_file_is_one_line(capsys, tiny_bert, tmp_path):
+    """A real EEXIST: the run creates its cache directory where a file is."""
+    cache = tmp_path / "cache"
+    cache.write_text("keep me")
+    out = tmp_path / "out"
+    assert refusal(capsys, run_simcse.main, train_argv(tiny_bert, out, "--cache_dir", str(cache))) == [
+        f"error: File exists: {cache}",
+        f"  hint: {OS_ERROR_HINTS[errno.EEXIST]}",
+    ]
+    assert cache.read_text() == "keep me"
     assert_nothing_written(out)

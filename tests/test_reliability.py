@@ -30,53 +30,15 @@ from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
 from cse.methods.sarcse import TOKEN_COUNTS_NAME
 from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
+from cse.trainer import CSETrainer
 
-from .conftest import DATA, REPO, WIKI_HEAD, fake_checkpoint
+from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args, train_argv
 
 # OMP_NUM_THREADS is inherited, not set: the in-process reference runs use the same thread count.
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
 WORKER = os.path.join(REPO, "tests", "kill_worker.py")
 SIGKILLED = -signal.SIGKILL
 LONG = pytest.mark.skipif(os.environ.get("CSE_LONG_TESTS") != "1", reason="long form: set CSE_LONG_TESTS=1")
-
-
-def common_args(model_dir, out, max_steps=8, save_steps=2):
-    return [
-        "--model_name_or_path",
-        model_dir,
-        "--output_dir",
-        str(out),
-        "--train_file",
-        WIKI_HEAD,
-        "--max_train_samples",
-        "256",
-        "--per_device_train_batch_size",
-        "8",
-        "--learning_rate",
-        "1e-3",
-        "--max_steps",
-        str(max_steps),
-        "--logging_steps",
-        "2",
-        "--eval_strategy",
-        "no",
-        "--load_best_model_at_end",
-        "false",
-        "--save_strategy",
-        "steps",
-        "--save_steps",
-        str(save_steps),
-        "--save_total_limit",
-        "2",
-        "--final_eval",
-        "none",
-        "--disable_tqdm",
-        "true",
-        "--use_cpu",
-        "true",
-        "--seed",
-        "5",
-    ]
 
 
 # Each method with the flags that make it small, and the state files its checkpoints add.
@@ -377,7 +339,6 @@ def test_a_nan_dev_score_or_grad_norm_stops_training(tmp_path):
 def test_export_refuses_non_finite_weights(tiny_bert, tmp_path):
     from cse.losses import InfoNCELoss
     from cse.modeling import CSEModel
-    from cse.trainer import CSETrainer
 
     from .conftest import SENTEVAL
 
@@ -396,15 +357,6 @@ def test_export_refuses_non_finite_weights(tiny_bert, tmp_path):
 
 
 # --- the run's tail: training results, export, final evaluation, model card ------------------------
-
-
-def tail_args(model_dir, out, senteval, flags=()):
-    """4 steps with a dev evaluation and a checkpoint every 2, the best model exported, a final dev
-    evaluation."""
-    argv = common_args(model_dir, out, max_steps=4, save_steps=2)
-    for flag, value in {"eval_strategy": "steps", "load_best_model_at_end": "true", "final_eval": "dev"}.items():
-        argv[argv.index(f"--{flag}") + 1] = value
-    return [*argv, "--eval_steps", "2", "--senteval_data_dir", senteval, *flags]
 
 
 # What two runs of the same command legitimately write differently: the Trainer's timings.
@@ -461,39 +413,65 @@ def uninterrupted(tiny_bert, dev_head, tmp_path_factory):
     return run
 
 
-TAIL_KILLS = {
-    # in the final evaluation; just after the export's first file is in place; inside the model
-    # card's write (the card is staged with the export)
-    "simcse": ["tail:during:final_eval", "tail:after:1_Pooling/config.json", "tail:during:_export.tmp/README.md"],
-    # inside the final results' write; after the exported weights; after cse_config.json: finished
-    "adcse": ["tail:during:sts_dev_results.json", "tail:after:model.safetensors", "tail:after:cse_config.json"],
-}
+# In the order a run's end reaches them, each rerun of the same command killed at the next one.
+TAIL_KILLS = [
+    "tail:during:final_eval",  # the export staged in _export.tmp, the final evaluation under way
+    "tail:during:_export.tmp/README.md",  # the results written; the model card (staged too) cut half-way
+    "tail:after:1_Pooling/config.json",  # the export's first file in place (they move in sorted order)
+    "tail:after:cse_config.json",  # the last file in place: the run is finished
+]
+FINISHED_HINT = "choose another --output_dir, delete it, or pass --resume_from_checkpoint explicitly"
 
 
-@pytest.mark.parametrize("method", list(TAIL_KILLS))
+@pytest.mark.e2e
+@pytest.mark.parametrize("method", ["simcse", "adcse"])
 def test_killed_in_the_tail_the_same_command_completes_the_run(
-    method, tiny_bert, dev_head, uninterrupted, tmp_path, monkeypatch
+    method, tiny_bert, dev_head, uninterrupted, tmp_path, monkeypatch, capsys
 ):
-    """Each kill in turn, every rerun of the same command resuming what the one before left; then
-    the same command once more: the run's files equal the uninterrupted run's."""
+    """Each kill in turn, every rerun of the same command completing what the one before left; the
+    run killed after cse_config.json had finished it: the same command once more is refused, and the
+    run's files equal the uninterrupted run's."""
     script, _, flags = METHODS[method]
     out = tmp_path / "killed"
     argv = tail_args(tiny_bert, out, dev_head, flags)
-    for kill in TAIL_KILLS[method]:
+    for kill in TAIL_KILLS:
         worker(script, argv, kill)
-        finished = kill == "tail:after:cse_config.json"
-        assert (out / "cse_config.json").exists() == finished, kill
+        assert (out / "cse_config.json").exists() == (kill == TAIL_KILLS[-1]), kill
+        if kill == "tail:after:1_Pooling/config.json":
+            assert not (out / "model.safetensors").exists() and (out / "_export.tmp" / "model.safetensors").exists()
         for name in os.listdir(out):  # whatever is in place is whole
             if name.endswith(".json"):
                 with open(out / name, encoding="utf-8") as f:
                     json.load(f)
-    if finished:
-        assert not (out / "_export.tmp").exists() and not list(out.glob("*.tmp"))
-        with pytest.raises(CSEUsageError, match="holds a finished run"):
-            in_process(script, argv, monkeypatch)
-    else:
-        in_process(script, argv, monkeypatch)
+    assert not (out / "_export.tmp").exists() and not list(out.glob("*.tmp"))
+    assert refusal(capsys, lambda argv: in_process(script, argv, monkeypatch), argv) == [
+        f"error: {out} holds a finished run",
+        f"  hint: {FINISHED_HINT}",
+    ]
     assert_same_run(out, uninterrupted(method))
+
+
+def test_a_run_stopped_after_training_under_fsdp_is_refused_in_one_line(tiny_bert, tmp_path, monkeypatch, capsys):
+    """FSDP's checkpoints hold its sharded state, not the model the run exports: the end of such a run
+    is not completed, the same command says so and what to do. accelerate turns FSDP on only over
+    accelerators (GPUs and the like), never on a CPU, so the trainer is told it is on, as the Trainer
+    records it."""
+    create = CSETrainer.create_accelerator_and_postprocess
+
+    def under_fsdp(self):
+        create(self)
+        self.is_fsdp_enabled = True
+
+    monkeypatch.setattr(CSETrainer, "create_accelerator_and_postprocess", under_fsdp)
+    out = tmp_path / "run"
+    last = fake_checkpoint(out / "checkpoint-2", 2, max_steps=2)  # train_argv's --max_steps 2
+    run = lambda argv: in_process("run_simcse.py", argv, monkeypatch)  # noqa: E731
+    assert refusal(capsys, run, train_argv(tiny_bert, out)) == [
+        f"error: training ended at {last}, but the run was stopped before its export, which is not completed "
+        "under FSDP",
+        "  hint: train again into another --output_dir",
+    ]
+    assert sorted(os.listdir(out)) == ["checkpoint-2", "run_args.json"]
 
 
 def test_a_full_disk_leaves_the_previous_file_whole_and_no_partial_one(tmp_path):
