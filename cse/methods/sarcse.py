@@ -505,6 +505,7 @@ RECORD = register(
             "reconstruction_positive": lambda args: args.gamma,
         },
         bench={"sarcse": BenchShape("run_sarcse", "configs/sarcse_roberta_base.yaml", "roberta", overhead_target=1.3)},
+        tiny_args=("--textcnn_channels", "16", "--cnn_channels", "2"),
         model_kinds={"sarcse": SARCSEModel},
         checkpoint_files=(TOKEN_COUNTS_NAME,),
         part=Part(
