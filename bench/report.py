@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from .profiles import BASELINE, FULL_RUN_EVALS, FULL_RUN_STEPS, METHODS
-
-SENTENCE_TRANSFORMERS = "st-mnrl"  # sentence-transformers' recipe (bench/st_mnrl.py)
+from .profiles import BASELINE, FULL_RUN_EVALS, FULL_RUN_STEPS, METHODS, SENTENCE_TRANSFORMERS
 
 
 def percentile(values: list[float], q: float) -> float:

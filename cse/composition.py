@@ -116,7 +116,8 @@ def select(names: list[str]) -> list[MethodRecord]:
         raise CSEUsageError("--parts names no part", hint=f"e.g. --parts mixcse,vadvcse; parts: {', '.join(known)}")
     unknown = [name for name in names if name not in known]
     if unknown:
-        hint = "SimCSE's InfoNCE is the base of every combination, not a part" if "simcse" in unknown else None
+        bases = [record.display_name for record in records() if record.base and record.name in unknown]
+        hint = f"{bases[0]}'s InfoNCE is the base of every combination, not a part" if bases else None
         raise CSEUsageError(
             f"unknown part {unknown[0]!r} in --parts; the parts are {', '.join(known)}",
             hint=hint or "name parts after the methods, comma-separated: --parts mixcse,vadvcse",

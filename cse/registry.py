@@ -89,6 +89,12 @@ class MethodRecord:
     # further per-batch readings of ``python -m cse.diagnostics``, each reported under its key:
     # (trainer, model, inputs) -> {name: float}, or {} where they do not apply
     readings: Mapping[str, Callable] = field(default_factory=dict)
+    # the flags that make a run of it small, for smoke tests on a tiny random backbone of its ``bench``
+    # family: what the method adds made small, what a few steps cannot use switched off (``()``: none)
+    tiny_args: tuple[str, ...] | None = None
+    # the base every composed run extends and the benchmark's overheads are measured against (SimCSE):
+    # it is no part of a composition
+    base: bool = False
 
     @property
     def citations(self) -> tuple[str, ...]:

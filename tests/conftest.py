@@ -86,6 +86,26 @@ def tiny_model_dir(path, family, dropout=0.1):
     return str(path)
 
 
+def tiny_run(*names):
+    """``(run script, tiny backbone family, flags)`` of a small run of the method ``names[0]`` by its
+    own script, or of the composition of the parts ``names`` by ``run_cse.py``: each record's
+    ``tiny_args`` (spelled as the composed run names a part's arguments), on a backbone of its
+    benchmark shapes' family, RoBERTa if any part's is."""
+    from cse import composition, registry
+
+    records = [registry.get(name) for name in names]
+    shapes = [next(iter(record.bench.values())) for record in records]
+    family = "roberta" if any(shape.backbone == "roberta" for shape in shapes) else "bert"
+    if len(records) == 1:
+        return shapes[0].script, family, list(records[0].tiny_args)
+    flags = [
+        f"--{composition.flag_name(record.name, arg[2:])}" if arg.startswith("--") else arg
+        for record in records
+        for arg in record.tiny_args
+    ]
+    return "run_cse", family, ["--parts", ",".join(names), *flags]
+
+
 def torchrun(script, port, *args):
     """The command running ``tests/<script>`` in two CPU processes (gloo)."""
     return [

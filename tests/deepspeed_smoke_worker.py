@@ -1,29 +1,20 @@
 """Run by test_deepspeed.py under ``torchrun --nproc_per_node 2`` with ``--deepspeed``: each method
-other than SimCSE and AdCSE (tested against references elsewhere) trains with the given flags into
+named (comma-separated) trains small (tiny_run's flags, on the backbone the command line names) into
 ``OUT_DIR/<method>``, one after another in the same processes, and reports what ran."""
 
+import importlib
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import run_mixcse  # noqa: E402
-import run_sarcse  # noqa: E402
-import run_sgbert  # noqa: E402
-import run_vadvcse  # noqa: E402
-
-METHODS = {
-    "mixcse": (run_mixcse.main, []),
-    "sarcse": (run_sarcse.main, []),
-    # the default SG-OPT, with a small head; no evaluations to stop early on
-    "sgbert": (run_sgbert.main, ["--projection_size", "16", "--early_stopping_patience", "0"]),
-    "vadvcse": (run_vadvcse.main, []),
-}
+from tests.conftest import tiny_run  # noqa: E402
 
 
-def main(out_dir, argv):
-    for method, (run, extra) in METHODS.items():
-        trainer = run([*argv, *extra, "--output_dir", os.path.join(out_dir, method)])
+def main(out_dir, methods, argv):
+    for method in methods:
+        script, _, flags = tiny_run(method)
+        trainer = importlib.import_module(script).main([*argv, *flags, "--output_dir", os.path.join(out_dir, method)])
         if trainer.is_world_process_zero():
             print(
                 f"{method}: trained {trainer.state.global_step} steps across {trainer.args.world_size} process(es) "
@@ -33,4 +24,4 @@ def main(out_dir, argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    main(sys.argv[1], sys.argv[2].split(","), sys.argv[3:])

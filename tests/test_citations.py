@@ -10,26 +10,41 @@ import re
 import pytest
 
 from cse import citations, registry
-from cse.trainer import CSETrainer
+from cse.arguments import parse_args
 
 from .conftest import REPO, SHARED
 
-LOSS_MODULES = [info.name for info in pkgutil.iter_modules(importlib.import_module("cse.losses").__path__)]
-LOSSES = {
-    "infonce.InfoNCELoss": "simcse",
-    "adcse.AdversarialInfoNCELoss": "adcse",
-    "mixcse.MixCSELoss": "mixcse",
-    "reconstruction.SelfAdaptiveReconstructionLoss": "sarcse",
-    "sgbert.SelfGuidedLoss": "sgbert",
-    "vadvcse.VirtualAdversarialLoss": "vadvcse",
-}
-TRAINERS = {
-    "adcse.AdCSETrainer": "adcse",
-    "mixcse.MixCSETrainer": "mixcse",
-    "sarcse.SARCSETrainer": "sarcse",
-    "sgbert.SGTrainer": "sgbert",
-    "vadvcse.VAdvCSETrainer": "vadvcse",
-}
+
+def modules(package: str) -> list:
+    path = importlib.import_module(package).__path__
+    return [importlib.import_module(f"{package}.{info.name}") for info in pkgutil.iter_modules(path)]
+
+
+def cited(module) -> set[type]:
+    """The classes with a ``citation`` (losses, trainers, their mixins) that ``module`` defines or imports."""
+    return {value for value in vars(module).values() if isinstance(value, type) and hasattr(value, "citation")}
+
+
+LOSS_MODULES = [module.__name__.removeprefix("cse.losses.") for module in modules("cse.losses")]
+# every loss that cites a paper, as "module.Class"
+LOSSES = sorted(
+    f"{module.__name__.removeprefix('cse.losses.')}.{cls.__name__}"
+    for module in modules("cse.losses")
+    for cls in cited(module)
+    if cls.__module__ == module.__name__
+)
+# Each method's module and its record: what the module defines or imports beyond what the base's module
+# holds (SimCSE's InfoNCE and trainer, which every method builds on) is the method's own and cites its paper.
+METHOD_MODULES = modules("cse.methods")
+BASE_CLASSES = cited(next(module for module in METHOD_MODULES if module.RECORD.base))
+CITING = sorted(
+    (
+        (cls, module.RECORD)
+        for module in METHOD_MODULES
+        for cls in (cited(module) if module.RECORD.base else cited(module) - BASE_CLASSES)
+    ),
+    key=lambda pair: (pair[1].name, pair[0].__module__, pair[0].__name__),
+)
 BIBTEX = re.compile(r"^@\w+\{[\w:.-]+,\n(?:  \w+ = \{.*?\},\n)+\}$", re.S)
 
 
@@ -61,29 +76,38 @@ def test_loss_docstring_has_relations_example_and_config(dotted):
 
 
 @pytest.mark.parametrize(
-    "cls, method",
-    [(resolve("cse.losses", k), v) for k, v in LOSSES.items()]
-    + [(resolve("cse.methods", k), v) for k, v in TRAINERS.items()]
-    + [(CSETrainer, "simcse")],
+    "cls, record", CITING, ids=lambda value: value.__name__ if isinstance(value, type) else value.name
 )
-def test_losses_and_trainers_cite_their_paper(cls, method):
-    assert cls.citation == registry.get(method).citation
+def test_losses_and_trainers_cite_their_paper(cls, record):
+    assert cls.citation == record.citation
+
+
+def test_every_loss_is_a_methods_own():
+    """So that the test above checks each loss's citation against the paper of the method that uses it."""
+    assert {resolve("cse.losses", dotted) for dotted in LOSSES} <= {cls for cls, _ in CITING}
 
 
 @pytest.mark.parametrize("record", registry.records(), ids=lambda record: record.name)
-def test_every_method_record_is_complete(record):
-    """A name to show, a paper, a build, a benchmark shape whose script and configuration exist, and a
-    docs page that exists."""
+def test_every_method_record_is_complete(record, tmp_path):
+    """A name to show, a paper, a build, benchmark shapes whose script and configuration exist, of one
+    backbone family (a small run's), a docs page that exists, and the flags of a small run, which its
+    script takes."""
     assert record.display_name and record.citation in vars(citations).values() and callable(record.build)
     assert record.bench, f"{record.name} has no benchmark shape"
     for shape in record.bench.values():
         assert os.path.isfile(os.path.join(REPO, f"{shape.script}.py")), shape.script
         assert os.path.isfile(os.path.join(REPO, shape.config)), shape.config
         assert shape.backbone in ("bert", "roberta")
+    assert len({shape.backbone for shape in record.bench.values()}) == 1
     assert os.path.isfile(os.path.join(REPO, record.docs)), record.docs
+    assert record.tiny_args is not None, f"{record.name} says nothing of how to run it small"
+    parse_args(record.argument_types, ["--output_dir", str(tmp_path), *record.tiny_args])
 
 
-@pytest.mark.parametrize("method", [record.name for record in registry.records()])
+METHODS = [record.name for record in registry.records()]
+
+
+@pytest.mark.parametrize("method", METHODS)
 def test_citation_is_bibtex_with_title_author_year(method):
     entry = registry.get(method).citation
     assert BIBTEX.match(entry), entry
@@ -91,12 +115,9 @@ def test_citation_is_bibtex_with_title_author_year(method):
         assert field(entry, name).strip()
 
 
-PAPERS = {"adcse": "adcse", "mixcse": "mixcse", "vadvcse": "vadvcse", "sarcse": "sarcse", "sgbert": "sgbert"}
-
-
-@pytest.mark.parametrize("method", sorted(PAPERS))
+@pytest.mark.parametrize("method", METHODS)
 def test_citation_title_and_authors_match_the_paper(method):
-    path = os.path.join(SHARED, "papers", f"{PAPERS[method]}.txt")
+    path = os.path.join(SHARED, "papers", f"{method}.txt")
     if not os.path.isfile(path):
         pytest.skip(f"{path} not available")
     with open(path, encoding="utf-8") as f:

@@ -19,29 +19,9 @@ import pytest
 import torch
 import torch._dynamo
 
-from .conftest import REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir
+from cse import registry
 
-SG_FLAGS = ["--early_stopping_patience", "0", "--projection_size", "64"]
-# (script, tiny backbone family, flags): every method and variant of the training step
-METHODS = {
-    "simcse": ("run_simcse", "bert", []),
-    "adcse-released": ("run_adcse", "bert", ["--num_adversaries", "8"]),
-    "adcse-paper": ("run_adcse", "bert", ["--num_adversaries", "8", "--variant", "paper"]),
-    "mixcse-released": ("run_mixcse", "bert", []),
-    "mixcse-paper": ("run_mixcse", "bert", ["--variant", "paper"]),
-    "sgbert-sg": ("run_sgbert", "bert", [*SG_FLAGS, "--loss_variant", "base"]),
-    "sgbert-opt": ("run_sgbert", "bert", SG_FLAGS),
-    "vadvcse": ("run_vadvcse", "bert", []),
-    "vadvcse-shared-dropout": ("run_vadvcse", "bert", ["--shared_dropout", "true"]),
-    "sarcse": ("run_sarcse", "roberta", ["--textcnn_channels", "16", "--cnn_channels", "2"]),
-    # composed steps: no break beyond their parts' own
-    "adcse+mixcse": ("run_cse", "bert", ["--parts", "adcse,mixcse", "--num_adversaries", "8"]),
-    "adcse+sarcse": (
-        "run_cse", "roberta", ["--parts", "adcse,sarcse", "--num_adversaries", "8", "--textcnn_channels", "16"]
-    ),
-    "mixcse+vadvcse": ("run_cse", "bert", ["--parts", "mixcse,vadvcse"]),
-    "sarcse+vadvcse": ("run_cse", "roberta", ["--parts", "sarcse,vadvcse", "--textcnn_channels", "16"]),
-}  # fmt: skip
+from .conftest import REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, tiny_run
 
 # V-advCSE's search takes grad_r F with torch.autograd.grad inside the training step. Dynamo does not
 # trace it (AOTAutograd cannot put a backward inside the forward graph it differentiates), so the
@@ -53,12 +33,27 @@ METHODS = {
 AUTOGRAD_GRAD = ("torch.autograd.grad",)
 RNG_REPLAY = ("`get_rng_state`", "_GeneratorContextManager")
 # Composed with V-advCSE, the same break: SARCSE's mixin adds one enclosing frame (its step_terms) to split.
-INHERENT_BREAKS = {
-    "vadvcse": (8, AUTOGRAD_GRAD),
-    "vadvcse-shared-dropout": (10, AUTOGRAD_GRAD + RNG_REPLAY),
-    "mixcse+vadvcse": (8, AUTOGRAD_GRAD),
-    "sarcse+vadvcse": (9, AUTOGRAD_GRAD),
-}
+# (the method, or a composition's parts; flags selecting a variant of its step; graph breaks; their causes)
+CASES = [
+    pytest.param(("vadvcse",), (), 8, AUTOGRAD_GRAD, id="vadvcse"),
+    pytest.param(
+        ("vadvcse",), ("--shared_dropout", "true"), 10, AUTOGRAD_GRAD + RNG_REPLAY, id="vadvcse-shared-dropout"
+    ),
+    pytest.param(("adcse",), ("--variant", "paper"), 0, (), id="adcse-paper"),
+    pytest.param(("mixcse",), ("--variant", "paper"), 0, (), id="mixcse-paper"),
+    pytest.param(("sgbert",), ("--loss_variant", "base"), 0, (), id="sgbert-sg"),
+    # composed steps: no break beyond their parts' own
+    pytest.param(("adcse", "mixcse"), (), 0, (), id="adcse+mixcse"),
+    pytest.param(("adcse", "sarcse"), (), 0, (), id="adcse+sarcse"),
+    pytest.param(("mixcse", "vadvcse"), (), 8, AUTOGRAD_GRAD, id="mixcse+vadvcse"),
+    pytest.param(("sarcse", "vadvcse"), (), 9, AUTOGRAD_GRAD, id="sarcse+vadvcse"),
+]
+# and every other method's own step, which has no break
+STEPS = [
+    pytest.param((record.name,), (), 0, (), id=record.name)
+    for record in registry.records()
+    if record.name not in {case.id for case in CASES}
+] + CASES
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +62,9 @@ def backbones(tmp_path_factory):
     return {family: tiny_model_dir(root / family, family) for family in ("bert", "roberta")}
 
 
-def run(method, backbones, out, *flags, max_steps=1):
-    script, family, method_flags = METHODS[method]
+def run(names, backbones, out, *flags, max_steps=1):
+    """The method ``names[0]``, or the composition of the parts ``names``, run small, with ``flags``."""
+    script, family, method_flags = tiny_run(*names)
     argv = [
         "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
         "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * max_steps), "--max_seq_length", "16",
@@ -81,15 +77,14 @@ def run(method, backbones, out, *flags, max_steps=1):
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("method", METHODS)
-def test_training_step_has_no_graph_break(method, backbones, tmp_path):
-    trainer = run(method, backbones, tmp_path / "run", "--pad_to_max_length", "true")
+@pytest.mark.parametrize("names, flags, count, causes", STEPS)
+def test_training_step_has_no_graph_break(names, flags, count, causes, backbones, tmp_path):
+    trainer = run(names, backbones, tmp_path / "run", *flags, "--pad_to_max_length", "true")
     batch = next(iter(trainer.get_train_dataloader()))
     trainer.model.train()
     torch._dynamo.reset()
     explained = torch._dynamo.explain(trainer.training_loss)(trainer.model, batch)
     reasons = [reason.reason for reason in explained.break_reasons]
-    count, causes = INHERENT_BREAKS.get(method, (0, ()))
     assert explained.graph_break_count == count, reasons
     assert all(any(cause in reason for cause in causes) for reason in reasons), reasons
 
@@ -106,7 +101,7 @@ def test_no_recompile_across_train_evaluate_train(backbones, tmp_path):
         "--load_best_model_at_end", "true",
     ]  # fmt: skip
     with torch._dynamo.config.patch(error_on_recompile=True):
-        trainer = run("sgbert-opt", backbones, tmp_path / "run", *flags, max_steps=4)
+        trainer = run(("sgbert",), backbones, tmp_path / "run", *flags, max_steps=4)
     evaluations = [entry for entry in trainer.state.log_history if "eval_stsb_spearman" in entry]
     assert [entry["step"] for entry in evaluations] == [2, 4]
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
@@ -119,7 +114,7 @@ def test_recompile_detector_sees_a_shape_change(backbones, tmp_path):
     torch._dynamo.reset()
     flags = ["--torch_compile", "true", "--torch_compile_backend", "aot_eager", "--max_seq_length", "64"]
     with torch._dynamo.config.patch(error_on_recompile=True), pytest.raises(Exception, match="Recompiling"):
-        run("simcse", backbones, tmp_path / "run", *flags, max_steps=2)
+        run(("simcse",), backbones, tmp_path / "run", *flags, max_steps=2)
 
 
 # Runs the SimCSE step once under inductor in a process of its own and prints the cache counters.

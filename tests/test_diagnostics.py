@@ -23,7 +23,7 @@ from cse.modeling import CSEModel
 from cse.resume import find_checkpoint
 from cse.trainer import term_gradients
 
-from .conftest import DATA, WIKI_HEAD, fake_checkpoint, make_sarcse_trainer
+from .conftest import DATA, WIKI_HEAD, fake_checkpoint, make_sarcse_trainer, tiny_run
 from .conftest import small_sarcse_args as small_args
 from .vadvcse_reference import RecordingSearch, batch_of, hand_objective
 
@@ -249,26 +249,20 @@ def test_resume_refuses_the_other_reconstruction_reduction(tmp_path):
 
 @pytest.mark.parametrize("method", registry.variant_names())
 def test_diagnostics_cli_runs_every_method(request, tmp_path, method):
-    family = "roberta" if method == "sarcse" else "bert"
+    """Every method and variant, run small: the table, its JSON, and shares that sum to 1 (each
+    method's terms and weights are checked by hand above and in its own tests)."""
+    record, _ = registry.variant(method)
+    _, family, small = tiny_run(record.name)
     model_dir = request.getfixturevalue(f"tiny_{family}")
-    extra = {"sarcse": ["--textcnn_channels", "8", "--cnn_channels", "2"], "sg": ["--projection_size", "16"]}
-    extra["sg-opt"] = extra["sg"]
     path = tmp_path / "out.json"
     argv = ["--method", method, "--model_name_or_path", model_dir, "--train_file", WIKI_HEAD, "--use_cpu", "true"]
     argv += ["--max_train_samples", "32", "--max_seq_length", "16", "--num_batches", "2", "--batch_size", "4"]
-    report = diagnostics.main(argv + extra.get(method, []) + ["--output_json", str(path)])
+    report = diagnostics.main(argv + small + ["--output_json", str(path)])
     with open(path) as f:
         saved = json.load(f)
     assert saved["terms"] == report["terms"] and saved["environment"]["precision"] == "fp32"
     assert len(saved["per_batch"]) == 2
-    expected = {
-        "adcse": {"contrastive", "adversaries"},
-        "vadvcse": {"contrastive", "vadv"},
-        "sarcse": {"contrastive", "reconstruction", "reconstruction_positive"},
-        "sg": {"contrastive", "regularization"},
-        "sg-opt": {"contrastive", "regularization"},
-    }.get(method, {"contrastive"})
-    assert set(report["terms"]) == expected
+    assert "contrastive" in report["terms"] and report["method"] == method
     assert sum(row["share"] for row in report["terms"].values()) == pytest.approx(1.0, rel=1e-6)
     for row in report["terms"].values():
         if row["raw"] is not None:

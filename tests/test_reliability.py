@@ -23,16 +23,16 @@ from safetensors.torch import load_file
 from transformers import TrainingArguments
 
 import cse.atomic
+from cse import registry
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.atomic import write_json
 from cse.errors import CSEUsageError
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
-from cse.methods.sarcse import TOKEN_COUNTS_NAME
 from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
 from cse.trainer import CSETrainer
 
-from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args, train_argv
+from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args, tiny_run, train_argv
 
 # OMP_NUM_THREADS is inherited, not set: the in-process reference runs use the same thread count.
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
@@ -41,23 +41,11 @@ SIGKILLED = -signal.SIGKILL
 LONG = pytest.mark.skipif(os.environ.get("CSE_LONG_TESTS") != "1", reason="long form: set CSE_LONG_TESTS=1")
 
 
-# Each method with the flags that make it small, and the state files its checkpoints add.
+# composed runs (run_cse.py --parts): the state of every part resumes
+COMPOSITIONS = [("mixcse", "vadvcse"), ("sarcse", "vadvcse"), ("adcse", "sarcse"), ("adcse", "mixcse")]
+# each method and composition, run small: name -> (script, tiny backbone family, flags)
 METHODS = {
-    "simcse": ("run_simcse.py", "bert", []),
-    "adcse": ("run_adcse.py", "bert", ["--num_adversaries", "8"]),
-    "sarcse": ("run_sarcse.py", "roberta", ["--textcnn_channels", "8"]),
-    "mixcse": ("run_mixcse.py", "bert", []),
-    "vadvcse": ("run_vadvcse.py", "bert", []),
-    "sgbert": ("run_sgbert.py", "bert", ["--projection_size", "16", "--early_stopping_patience", "0"]),
-    # composed runs (run_cse.py --parts): the state of every part resumes
-    "mixcse+vadvcse": ("run_cse.py", "bert", ["--parts", "mixcse,vadvcse", "--vadv_lambda", "0.5"]),
-    "sarcse+vadvcse": ("run_cse.py", "roberta", ["--parts", "sarcse,vadvcse", "--textcnn_channels", "8"]),
-    "adcse+sarcse": (
-        "run_cse.py",
-        "roberta",
-        ["--parts", "adcse,sarcse", "--num_adversaries", "8", "--textcnn_channels", "8"],
-    ),
-    "adcse+mixcse": ("run_cse.py", "bert", ["--parts", "adcse,mixcse", "--num_adversaries", "8"]),
+    "+".join(names): tiny_run(*names) for names in [*((record.name,) for record in registry.records()), *COMPOSITIONS]
 }
 
 
@@ -197,31 +185,39 @@ def test_an_incomplete_named_or_best_checkpoint_is_refused_before_training(tmp_p
 
 # --- kill anywhere ---------------------------------------------------------------------------------
 
-FAST_KILLS = {
-    # torn inside the optimizer's file: checkpoint-2 is complete, checkpoint-4 is not
-    "simcse": ["4:during:optimizer.pt"],
-    # the adversaries' file cut short
-    "adcse": ["4:during:" + ADVERSARY_STATE_NAME],
-    # after the frequency table, before the optimizer
-    "sarcse": ["4:after:" + TOKEN_COUNTS_NAME],
-    "mixcse+vadvcse": ["4:during:optimizer.pt"],
-    "sarcse+vadvcse": ["4:during:" + TOKEN_COUNTS_NAME],
-    "adcse+sarcse": ["4:after:" + ADVERSARY_STATE_NAME],
-    "adcse+mixcse": ["4:during:" + ADVERSARY_STATE_NAME],
-}
+
+def state_files(checkpoint):
+    """The state files a method's trainer added to ``checkpoint`` (``checkpoint_files()``; AdCSE's
+    fp32 master of p is written under bf16 only): every safetensors file but the model's, the one
+    format method state is saved in."""
+    return [f for f in sorted(os.listdir(checkpoint)) if f.endswith(".safetensors") and f != "model.safetensors"]
+
+
+def keeps_state(record) -> bool:
+    """Whether the method's trainer adds state files to its checkpoints."""
+    return record.part is not None and record.part.trainer.checkpoint_files is not CSETrainer.checkpoint_files
+
+
+# The base, each method whose checkpoints hold state of its own, and each composition.
+FAST_KILLED = [
+    *(record.name for record in registry.records() if record.base or keeps_state(record)),
+    *("+".join(names) for names in COMPOSITIONS),
+]
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("method", list(FAST_KILLS))
+@pytest.mark.parametrize("method", FAST_KILLED)
 def test_killed_inside_a_checkpoint_write_resumes_bit_identical(
     method, tiny_bert, tiny_roberta, tmp_path, monkeypatch, caplog
 ):
+    """Torn inside the write of the first state file of the run's own (else the optimizer's):
+    checkpoint-2 is complete, checkpoint-4 is not."""
     script, family, flags = METHODS[method]
     model_dir = tiny_bert if family == "bert" else tiny_roberta
     in_process(script, [*common_args(model_dir, tmp_path / "straight"), *flags], monkeypatch)
+    written = state_files(tmp_path / "straight" / "checkpoint-8")
     argv = [*common_args(model_dir, tmp_path / "killed"), *flags]
-    for kill in FAST_KILLS[method]:
-        worker(script, argv, kill)
+    worker(script, argv, f"4:during:{(written or ['optimizer.pt'])[0]}")
     torn = tmp_path / "killed" / "checkpoint-4"
     assert checkpoint_problem(str(torn), TrainingArguments(output_dir=str(tmp_path), use_cpu=True)) is not None
     with caplog.at_level("WARNING"):
@@ -231,16 +227,13 @@ def test_killed_inside_a_checkpoint_write_resumes_bit_identical(
     assert_bit_identical(str(tmp_path / "killed"), str(tmp_path / "straight"))
 
 
-def kill_points(method, steps=12, save_steps=3):
+def kill_points(method, straight, steps=12, save_steps=3):
     """Every kind of point: at a step's end, and before, inside and after each file of a checkpoint
     but the first (a run killed while writing its first checkpoint leaves none to resume from, and
-    the next start says so: test_no_complete_checkpoint_says_how_to_start_over)."""
+    the next start says so: test_no_complete_checkpoint_says_how_to_start_over); the state files are
+    those of the uninterrupted run ``straight``."""
     files = ["model.safetensors", "training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"]
-    files += [
-        f
-        for part in method.split("+")
-        for f in {"adcse": [ADVERSARY_STATE_NAME], "sarcse": [TOKEN_COUNTS_NAME]}.get(part, [])
-    ]
+    files += state_files(os.path.join(straight, f"checkpoint-{steps}"))
     files.append("trainer_state.json")
     points = [f"{s}:step" for s in range(1, steps)]
     points += [
@@ -265,7 +258,7 @@ def test_long_kill_anywhere(method, tiny_bert, tiny_roberta, tmp_path):
     worker(script, [*common_args(model_dir, tmp_path / "straight", steps, save_steps), *flags])
     argv = [*common_args(model_dir, tmp_path / "killed", steps, save_steps), *flags]
     rng = random.Random(f"{method}-kills")
-    points = kill_points(method, steps, save_steps)
+    points = kill_points(method, tmp_path / "straight", steps, save_steps)
     chosen = sorted(rng.sample(points, 6), key=lambda p: (int(p.split(":")[0]), points.index(p)))
     done = []
     for point in chosen:

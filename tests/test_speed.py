@@ -1,9 +1,9 @@
 """The speed options change no result: no host sync in any method's training step (checked on the CPU
-by intercepting the operators that would wait for a GPU), the loss curves of 100 steps with the speed
-options on equal those of the reference implementations (eager attention, transformers' own masks,
-per-parameter loops) to float32 rounding, and stay within bf16's rounding under ``--bf16``; Eq. 4 as
-multi-tensor ops against float64; SDPA's attention dropout against eager's; cached evaluation
-batches."""
+by intercepting the operators that would wait for a GPU), the loss curves (100 steps for SimCSE, 25 for
+the others) with the speed options on equal those of the reference implementations (eager attention,
+transformers' own masks, per-parameter loops) to float32 rounding, and stay within bf16's rounding
+under ``--bf16``; Eq. 4 as multi-tensor ops against float64; SDPA's attention dropout against eager's;
+cached evaluation batches."""
 
 import collections
 import importlib
@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 import cse.modeling
+from cse import registry
 from cse.losses import InfoNCELoss
 from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.losses.mixcse import MixCSELoss
@@ -32,7 +33,7 @@ from cse.methods.sgbert import SelfGuidedEncoder
 from cse.modeling import CSEModel, prepared_attention_mask
 from cse.trainer import CSETrainer
 
-from .conftest import REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir
+from .conftest import REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, tiny_run
 
 SPEED_CHECK = os.path.join(REPO, "scripts", "speed_check.py")
 _spec = importlib.util.spec_from_file_location("speed_check", SPEED_CHECK)
@@ -131,16 +132,11 @@ def test_detector_sees_each_kind_of_sync():
 
 # --- the methods, each through its run_*.py ---------------------------------------------------
 
-# (script, tiny backbone family, the method's flags for a tiny run, steps of the loss-curve test: the
-# target's 100 for SimCSE and AdCSE, fewer for the others to keep the test cheap)
-METHODS = {
-    "simcse": ("run_simcse", "bert", [], 100),
-    "adcse": ("run_adcse", "bert", ["--momentum", "0.9", "--num_adversaries", "8"], 100),
-    "mixcse": ("run_mixcse", "bert", [], 25),
-    "sgbert": ("run_sgbert", "bert", ["--early_stopping_patience", "0", "--projection_size", "64"], 25),
-    "vadvcse": ("run_vadvcse", "bert", [], 25),
-    "sarcse": ("run_sarcse", "roberta", ["--textcnn_channels", "16", "--cnn_channels", "2"], 25),
-}
+METHODS = [record.name for record in registry.records()]
+# The loss-curve test's steps: the target's 100 for the base, whose step (the encoder with its prepared
+# masks, InfoNCE, the Trainer's loop) every method's extends; 25 for every other method, whose additions
+# a shorter curve checks, to keep the test cheap.
+BASE_STEPS, METHOD_STEPS = 100, 25
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +146,8 @@ def backbones(tmp_path_factory):
 
 
 def train(method, backbones, out, monkeypatch, *flags, callbacks=(), max_steps=3):
-    """Train ``method`` on the tiny backbone with ``callbacks``; its output directory."""
-    script, family, method_flags, _ = METHODS[method]
+    """Train ``method`` small (tiny_run) with ``callbacks``; its output directory."""
+    script, family, method_flags = tiny_run(method)
     train_method = CSETrainer.train
 
     def train_with_callbacks(self, *args, **kwargs):
@@ -182,7 +178,7 @@ def test_no_host_sync_in_the_training_step(method, backbones, tmp_path, monkeypa
     finally:
         check.close()
     assert not check.detector.found, "\n".join(check.detector.found)
-    if method == "simcse":
+    if registry.get(method).base:
         # The watch covers the Trainer's own loop: its NaN filter reads the loss every step.
         check = CheckEveryStep()
         flags = ("--use_cpu", "true", "--logging_nan_inf_filter", "true")
@@ -257,7 +253,7 @@ BF16_RELATIVE, BF16_BIAS = 0.02, 0.002
 @pytest.mark.e2e
 @pytest.mark.parametrize("method", METHODS)
 def test_loss_curves_are_unchanged_by_the_speed_options(method, backbones, tmp_path, monkeypatch):
-    steps = METHODS[method][3]
+    steps = BASE_STEPS if registry.get(method).base else METHOD_STEPS
     common = ("--use_cpu", "true", "--logging_steps", "1")  # every step's loss in trainer_state.json
     fast = train(method, backbones, tmp_path / "fast", monkeypatch, *common, max_steps=steps)
     bf16 = train(method, backbones, tmp_path / "bf16", monkeypatch, *common, "--bf16", "true", max_steps=steps)
@@ -277,7 +273,7 @@ def test_loss_curves_are_unchanged_by_the_speed_options(method, backbones, tmp_p
     error = curves["bf16"] - curves["fast"]
     assert (error.abs() <= BF16_RELATIVE * curves["fast"].abs()).all(), error.abs().max()
     assert abs(error.mean()) <= BF16_BIAS * curves["fast"].abs().mean()
-    if method == "simcse":  # the same checks from the command line
+    if registry.get(method).base:  # the same checks from the command line
         check = [sys.executable, SPEED_CHECK, fast, bf16, "--max_relative", str(BF16_RELATIVE)]
         proc = subprocess.run(check, capture_output=True, text=True, check=True)
         assert proc.stdout.startswith(f"{steps} steps: max |difference|")
@@ -295,9 +291,9 @@ def test_losses_compute_in_float32_under_bf16_autocast():
     ids = torch.randint(3, 20, (b, 5))
     losses = {
         "infonce": (InfoNCELoss(), (anchors, positives)),
-        "adcse": (AdversarialInfoNCELoss(d, 4, adversary_temperature=0.1), (anchors, positives)),
-        "mixcse": (MixCSELoss(), (anchors, positives)),
-        "mixcse_paper": (MixCSELoss(form="paper"), (anchors, positives)),
+        "adversarial": (AdversarialInfoNCELoss(d, 4, adversary_temperature=0.1), (anchors, positives)),
+        "mixed": (MixCSELoss(), (anchors, positives)),
+        "mixed_paper": (MixCSELoss(form="paper"), (anchors, positives)),
         "sg_opt3": (SelfGuidedLoss("opt3"), (anchors, views, torch.tensor(0.5))),
         "sg_base": (SelfGuidedLoss("base"), (anchors, views[:, :1], torch.tensor(0.5))),
         "divergence": (lambda p, q: divergence("js", p, q), (anchors * 20, positives * 20)),

@@ -170,6 +170,7 @@ RECORD = register(
         docs="docs/methods/mixcse.md",
         method_arguments=MixCSEArguments,
         bench={"mixcse": BenchShape("run_mixcse", "configs/mixcse_bert_base.yaml", "bert", overhead_target=1.05)},
+        tiny_args=(),
         part=Part(
             trainer=MixCSETrainer,
             equation="each row's denominator gains e^{s(h_i, SG(h~_i))/tau}, h~_i the normalised mixture "

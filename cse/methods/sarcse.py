@@ -505,6 +505,7 @@ RECORD = register(
         method_arguments=SARCSEArguments,
         arguments=(SARCSEModelArguments, DataArguments, SARCSETrainingArguments),
         bench={"sarcse": BenchShape("run_sarcse", "configs/sarcse_roberta_base.yaml", "roberta", overhead_target=1.3)},
+        tiny_args=("--textcnn_channels", "16", "--cnn_channels", "2"),
         model_kinds={"sarcse": SARCSEModel},
         part=Part(
             trainer=ReconstructionMixin,

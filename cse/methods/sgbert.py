@@ -345,6 +345,7 @@ RECORD = register(
             ),
         },
         variants={"sg": ("--loss_variant", "base"), "sg-opt": ("--loss_variant", "opt3")},
+        tiny_args=("--projection_size", "16", *_BENCH_FLAGS),  # smoke runs leave evaluations out too
         part=Part(
             trainer=SGTrainer,
             equation="replaces the base: BERT_T's [CLS] c_i against the views of a fixed copy BERT_F's layers, "

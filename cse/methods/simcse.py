@@ -34,5 +34,7 @@ RECORD = register(
                 ("--per_device_train_batch_size", "16", "--max_seq_length", "128"),
             ),
         },
+        tiny_args=(),
+        base=True,
     )
 )

@@ -483,6 +483,7 @@ RECORD = register(
             )
         },
         readings={"vadv": vadv_divergences},
+        tiny_args=(),
         part=Part(
             trainer=VAdvCSETrainer,
             equation="+ lambda L_vadv (Eq. 10): F between the anchor's softmax over the batch's positives, "
