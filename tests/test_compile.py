@@ -90,9 +90,11 @@ def test_training_step_has_no_graph_break(names, flags, count, causes, backbones
 
 
 @pytest.mark.e2e
-def test_no_recompile_across_train_evaluate_train(backbones, tmp_path):
+@pytest.mark.parametrize("names", [("sgbert",), ("adcse", "mixcse")], ids=lambda names: "+".join(names))
+def test_no_recompile_across_train_evaluate_train(backbones, tmp_path, names):
     """4 steps with an STS-B dev evaluation (and a best-checkpoint save) after step 2: with static
-    shapes the step is compiled once and reused after the evaluation."""
+    shapes the step is compiled once and reused after the evaluation, a method's own step and a
+    composed one (AdCSE's adversaries in MixCSE's softmax, over AdCSE's momentum encoder)."""
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     flags = [
@@ -101,7 +103,7 @@ def test_no_recompile_across_train_evaluate_train(backbones, tmp_path):
         "--load_best_model_at_end", "true",
     ]  # fmt: skip
     with torch._dynamo.config.patch(error_on_recompile=True):
-        trainer = run(("sgbert",), backbones, tmp_path / "run", *flags, max_steps=4)
+        trainer = run(names, backbones, tmp_path / "run", *flags, max_steps=4)
     evaluations = [entry for entry in trainer.state.log_history if "eval_stsb_spearman" in entry]
     assert [entry["step"] for entry in evaluations] == [2, 4]
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
