@@ -124,7 +124,7 @@ def select(names: list[str]) -> list[MethodRecord]:
         )
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise CSEUsageError(f"--parts names {repeated[0]} twice")
+        raise CSEUsageError(f"--parts names {repeated[0]} twice", hint="name each part once")
     chosen = [record for record in parts() if record.name in names]
     for a, b in itertools.combinations(chosen, 2):
         reason = why_not(a, b)
@@ -203,6 +203,14 @@ def requested_parts(argv: list[str]) -> list[str]:
     value = flags.parts
     if value is None and argv and argv[0].endswith(CONFIG_SUFFIXES):
         value = read_config_file(argv[0]).get("parts")
+    if value is None and any(arg in ("-h", "--help") for arg in argv):
+        # the flags depend on the parts: say which there are, and how to list a composition's flags
+        print(
+            "usage: run_cse.py --parts PART[,PART...] [flags]\n\n"
+            f"Parts from different papers on SimCSE's InfoNCE (docs/composition.md): {', '.join(part_names())}.\n"
+            "A composition's flags: run_cse.py --parts mixcse,vadvcse --help"
+        )
+        raise SystemExit(0)
     if value is None:
         raise CSEUsageError("--parts is missing", hint=f"e.g. --parts mixcse,vadvcse; parts: {', '.join(part_names())}")
     names = value if isinstance(value, list) else str(value).split(",")
@@ -217,6 +225,7 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
     before anything else."""
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = select(requested_parts(argv))
+    check_flags_of_other_parts(chosen, argv)
     if len(chosen) == 1:
         record = chosen[0]
         parsed = parse_args((*record.argument_types, PartsArguments, *extra), argv)
@@ -233,6 +242,27 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
         if reason:
             raise CSEUsageError(f"--parts {','.join(r.name for r in chosen)}: {reason}", hint="see docs/composition.md")
     return (*shared, composed_record(chosen), composition_arguments(chosen, values), *extras)
+
+
+def check_flags_of_other_parts(chosen: list[MethodRecord], argv: list[str]) -> None:
+    """Refuse a flag of a part that ``--parts`` does not name (``--parts mixcse --vadv_lambda 1``),
+    saying whose it is, rather than calling it unknown."""
+    own = {f.name for dtype in (*BASE_ARGUMENTS, PartsArguments) for f in dataclasses.fields(dtype)}
+    for record in chosen:
+        fields = dataclasses.fields(record.method_arguments)
+        own |= {f.name for f in fields} | {flag_name(record.name, f.name) for f in fields}
+    given = [arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")]
+    for record in parts():
+        if record in chosen:
+            continue
+        for f in dataclasses.fields(record.method_arguments):
+            for name in {f.name, flag_name(record.name, f.name)} - own:
+                if name in given:
+                    names = ",".join(r.name for r in [*chosen, record])
+                    raise CSEUsageError(
+                        f"--{name} is an argument of the part {record.name}, which --parts does not name",
+                        hint=f"add the part (--parts {names}) or leave the flag out",
+                    )
 
 
 # --- the build ----------------------------------------------------------------------------------

@@ -64,10 +64,9 @@ def write_sentence_transformers_files(
     are not the live ones (gathered under DeepSpeed)."""
     if pooler not in POOLING_MODES:
         logger.warning(
-            "pooler %r has no sentence-transformers equivalent; %s loads with CSEModel only "
+            "pooler %r has no sentence-transformers equivalent: the export loads with CSEModel only "
             "(SentenceTransformer would fall back to mean pooling)",
             pooler,
-            save_directory,
         )
         return False
     hidden = backbone.config.hidden_size

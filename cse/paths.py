@@ -18,19 +18,19 @@ class MissingDataError(CSEUsageError, FileNotFoundError):
     """A data file or directory the run needs is absent; the message names it and how to get it."""
 
 
-_HOW_TO_GET = f"run scripts/download_data.sh (it fills ${DATA_DIR_ENV}) or pass the path explicitly"
+_HOW_TO_GET = f"the repository's scripts/download_data.sh fills ${DATA_DIR_ENV}; or pass the path explicitly"
 
 
 def _data_root(what: str) -> str:
     root = os.environ.get(DATA_DIR_ENV)
     if not root:
-        raise MissingDataError(f"no path given for {what} and ${DATA_DIR_ENV} is not set: {_HOW_TO_GET}")
+        raise MissingDataError(f"no path given for {what} and ${DATA_DIR_ENV} is not set", hint=_HOW_TO_GET)
     return root
 
 
 def require_path(path: str, what: str) -> str:
     if not os.path.exists(path):
-        raise MissingDataError(f"{what} not found: {path} ({_HOW_TO_GET})")
+        raise MissingDataError(f"{what} not found: {path}", hint=f"check the path; {_HOW_TO_GET}")
     return path
 
 
@@ -38,7 +38,7 @@ def senteval_dir(explicit: str | None = None) -> str:
     """The SentEval data directory: ``explicit`` or ``$CSE_DATA_DIR/senteval``."""
     path = explicit if explicit else os.path.join(_data_root("the SentEval data"), "senteval")
     if not os.path.isdir(path):
-        raise MissingDataError(f"SentEval data directory not found: {path} ({_HOW_TO_GET})")
+        raise MissingDataError(f"SentEval data directory not found: {path}", hint=f"check the path; {_HOW_TO_GET}")
     return path
 
 

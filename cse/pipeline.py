@@ -269,3 +269,4 @@ def finish_run(trainer, model_args, data_args, method_args, final_suite, train_m
     save_model_card(trainer, model_args, data_args, method_args, len(trainer.train_dataset), reports, staging)
     if args.should_save:
         publish(staging, args.output_dir, last=(CSE_CONFIG_NAME,))
+        logger.info("the trained encoder, its results and model card are in %s", args.output_dir)

@@ -188,6 +188,25 @@ def interruption_error(signum: int) -> RunInterrupted:
     )
 
 
+def _first_missing(directory: str) -> str | None:
+    """The outermost of ``directory`` and its parents that does not exist yet, None if it exists."""
+    missing = None
+    path = os.path.abspath(directory)
+    while not os.path.exists(path):
+        missing, path = path, os.path.dirname(path)
+    return missing
+
+
+def _remove_empty(directory: str, outermost: str) -> None:
+    """Remove ``directory`` and its parents up to ``outermost`` (which this run created) while empty."""
+    path = os.path.abspath(directory)
+    while not os.listdir(path):
+        os.rmdir(path)
+        if path == outermost:
+            return
+        path = os.path.dirname(path)
+
+
 @contextlib.contextmanager
 def output_dir_lock(training_args):
     """Hold ``output_dir`` for this run until the block exits; refuse at once (``CSEUsageError``)
@@ -207,7 +226,7 @@ def output_dir_lock(training_args):
     PROGRESS.reset()
     if training_args.process_index == 0:
         path = os.path.join(output_dir, LOCK_NAME)
-        created = not os.path.isdir(output_dir)
+        created = _first_missing(output_dir)
         os.makedirs(output_dir, exist_ok=True)
         previous = _lock_holder(path)
         lock = filelock.SoftFileLock(path, timeout=0)
@@ -250,8 +269,8 @@ def output_dir_lock(training_args):
     finally:
         if lock is not None:
             lock.release()
-            if created and not os.listdir(output_dir):
-                os.rmdir(output_dir)  # a run refused before writing anything leaves no trace
+            if created is not None:
+                _remove_empty(output_dir, created)  # a run refused before writing anything leaves no trace
 
 
 def check_finite_arguments(values: dict) -> None:

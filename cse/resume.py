@@ -184,18 +184,41 @@ _LATER_GROUPS = ("run", "corpus")
 
 def changed_settings(saved: dict, current: dict) -> list[str]:
     """``group.key: old -> new`` for every setting that differs between a saved run's settings and
-    this run's, either side's groups and keys (a setting only the saved run had differs too), the
-    ``environment`` left out."""
+    this run's, either side's groups and keys (a setting only the saved run had differs too; a
+    composition's part arguments key by key, ``method.mixcse.variant``), the ``environment`` left out."""
     groups = [*(g for g in saved if g != "environment"), *(g for g in current if g not in saved)]
-    changed = []
-    for group in groups:
-        if group in _LATER_GROUPS and group not in saved:
-            continue
-        before, now = saved.get(group, {}), current.get(group, {})
-        for key in [*now, *(k for k in before if k not in now)]:
-            if before.get(key) != now.get(key):
-                changed.append(f"{group}.{key}: {before.get(key)!r} -> {now.get(key)!r}")
-    return changed
+    return [
+        change
+        for group in groups
+        if not (group in _LATER_GROUPS and group not in saved)
+        for change in _changes(group, saved.get(group, {}), current.get(group, {}))
+    ]
+
+
+def _changes(path: str, before: dict, now: dict) -> list[str]:
+    changes = []
+    for key in [*now, *(k for k in before if k not in now)]:
+        old, new = before.get(key), now.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            changes += _changes(f"{path}.{key}", old, new)
+        elif old != new:
+            changes.append(f"{path}.{key}: {old!r} -> {new!r}")
+    return changes
+
+
+def describe_changes(changed: list[str], most: int = 4) -> str:
+    """The first ``most`` differences, and how many more there are."""
+    more = f"; and {len(changed) - most} more" if len(changed) > most else ""
+    return "; ".join(changed[:most]) + more
+
+
+def saved_method(run_dir: str) -> str | None:
+    """The method (or composition) that the run in ``run_dir`` recorded, if it recorded one."""
+    path = os.path.join(run_dir, RUN_ARGS_NAME)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f).get("run", {}).get("method")
 
 
 def find_checkpoint(
@@ -220,6 +243,14 @@ def find_checkpoint(
                 f"--resume_from_checkpoint {checkpoint} is incomplete: {problem}",
                 hint="name a complete checkpoint, or leave the flag out to resume from the last complete one",
             )
+        # Another method's checkpoint can hold the same weights (V-advCSE's and MixCSE + V-advCSE's) but
+        # not the same state or loss: its run recorded which method it was.
+        other = saved_method(os.path.dirname(os.path.abspath(checkpoint)))
+        if method is not None and other is not None and other != method:
+            raise CSEUsageError(
+                f"--resume_from_checkpoint {checkpoint} is a checkpoint of {other}, not of {method}",
+                hint=f"resume it with {other}'s command, or name a checkpoint of a {method} run",
+            )
     if checkpoint is None and os.path.isdir(output_dir):
         if os.path.exists(os.path.join(output_dir, CSE_CONFIG_NAME)):
             raise CSEUsageError(
@@ -236,10 +267,16 @@ def find_checkpoint(
             changed = changed_settings(saved, current)
             if changed:
                 complete = (c for c in checkpoints if checkpoint_problem(c, training_args, method_files) is None)
+                other = saved.get("run", {}).get("method")
+                hint = (
+                    f"use another --output_dir, or pass --resume_from_checkpoint {next(complete, checkpoints[0])} "
+                    "to continue it anyway"
+                    if other in (None, method)
+                    else f"use another --output_dir: it is a run of {other}, which this command cannot continue"
+                )
                 raise CSEUsageError(
-                    f"{output_dir} holds an interrupted run with other settings ({'; '.join(changed)})",
-                    hint=f"use another --output_dir, or pass --resume_from_checkpoint {next(complete, checkpoints[0])} "
-                    "to continue it anyway",
+                    f"{output_dir} holds an interrupted run with other settings ({describe_changes(changed)})",
+                    hint=hint,
                 )
         checkpoint = last_complete_checkpoint(output_dir, training_args, method_files)
         if checkpoint is not None:
@@ -330,7 +367,7 @@ def check_checkpoint_matches(model, checkpoint: str) -> None:
     differ = sorted(set(saved) ^ set(current)) + sorted(k for k in set(saved) & set(current) if saved[k] != current[k])
     if differ:
         raise CSEUsageError(
-            f"{checkpoint} was saved by a different model (another method, --variant or ablation flag): "
+            f"{checkpoint} was saved by a different model (another --variant, ablation flag or method): "
             f"{len(differ)} weight(s) missing, extra or reshaped, first {', '.join(differ[:3])}",
             hint="resume with the command that saved it, or name a checkpoint of this run",
         )

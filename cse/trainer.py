@@ -363,4 +363,4 @@ class CSETrainer(Trainer):
             model = self.accelerator.unwrap_model(self.model)
             check_finite_weights(state_dict or model.state_dict(), output_dir)
             model.save_pretrained(output_dir, state_dict=state_dict)
-            logger.info("encoder saved to %s", output_dir)
+            logger.debug("encoder saved to %s", output_dir)  # the export's staging directory, in a run

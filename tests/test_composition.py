@@ -71,12 +71,22 @@ def test_docs_composition_is_generated_from_the_records():
         ("vadvcse,adcse", "--parts vadvcse,adcse is not defined: AdCSE's momentum encoder would need"),
         ("mixcse,sgbert", "--parts mixcse,sgbert is not defined: SG-BERT replaces the base itself"),
         ("", "--parts names no part"),
+        # a flag of a part not named: whose it is, not "unknown"
+        ("mixcse --vadv_lambda 1", "--vadv_lambda is an argument of the part vadvcse, which --parts does not name"),
+        ("mixcse,vadvcse --adcse_variant paper", "--adcse_variant is an argument of the part adcse"),
     ],
 )
 def test_parts_that_cannot_run_are_refused_before_any_work(parts, message, tmp_path):
+    names, *flags = parts.split(" ") if parts else [""]
     with pytest.raises(CSEUsageError, match=f"^{message}".replace("(", r"\(").replace(")", r"\)")):
-        composition.parse(argv("unused", tmp_path / "out", "--parts", parts))
+        composition.parse(argv("unused", tmp_path / "out", "--parts", names, *flags))
     assert not (tmp_path / "out").exists()
+
+
+def test_help_without_parts_names_the_parts():
+    proc = subprocess.run([sys.executable, "run_cse.py", "--help"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: run_cse.py --parts")
+    assert ", ".join(composition.part_names()) in proc.stdout
 
 
 def test_a_refusal_is_one_line_with_exit_2_and_writes_nothing(tmp_path):

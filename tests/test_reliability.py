@@ -127,6 +127,15 @@ def test_second_run_is_refused_naming_the_holder_and_a_killed_holders_lock_is_ta
     assert not (out / LOCK_NAME).exists()  # released at exit
 
 
+def test_a_refused_run_removes_the_directories_it_created_and_no_others(tmp_path):
+    (tmp_path / "kept").mkdir()  # empty, but there before the run
+    for out in (tmp_path / "kept" / "new" / "deeper" / "run", tmp_path / "kept"):
+        with pytest.raises(CSEUsageError):
+            with output_dir_lock(TrainingArguments(output_dir=str(out), use_cpu=True)):
+                raise CSEUsageError("refused before writing anything")
+    assert os.listdir(tmp_path) == ["kept"] and os.listdir(tmp_path / "kept") == []
+
+
 # --- torn checkpoints -------------------------------------------------------------------------------
 
 

@@ -69,16 +69,31 @@ def test_a_run_of_another_method_is_refused_even_when_the_new_one_has_no_argumen
     args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True)
     assert find_checkpoint(ModelArguments(), DataArguments(), args, MixCSEArguments(), method="mixcse") is None
     last = fake_checkpoint(tmp_path / "checkpoint-2", 2)
-    with pytest.raises(CSEUsageError, match=r"other settings \(method\.variant: .released. -> None;.* run\.method: 'mixcse' -> 'simcse'\)"):
+    changed = r"other settings \(method\.variant: .released. -> None;.*; and 1 more\)"
+    with pytest.raises(CSEUsageError, match=changed) as e:
         find_checkpoint(ModelArguments(), DataArguments(), args, method="simcse")
+    assert "it is a run of mixcse, which this command cannot continue" in e.value.hint  # no resume to suggest
     # written before the name was recorded: the method's arguments still tell the two apart
     with open(tmp_path / RUN_ARGS_NAME) as f:
         saved = json.load(f)
     del saved["run"]
     (tmp_path / RUN_ARGS_NAME).write_text(json.dumps(saved))
-    with pytest.raises(CSEUsageError, match=r"other settings \(method\.variant: .released. -> None;[^)]*stop_gradient: True -> None\)"):
+    with pytest.raises(CSEUsageError, match=r"other settings \(method\.variant: .released. -> None;[^)]*True -> None\)"):
         find_checkpoint(ModelArguments(), DataArguments(), args, method="simcse")
     assert find_checkpoint(ModelArguments(), DataArguments(), args, MixCSEArguments(), method="mixcse") == last
+
+
+def test_a_named_checkpoint_of_another_method_is_refused_though_its_weights_fit(tmp_path):
+    """V-advCSE's model and MixCSE + V-advCSE's have the same weights; their runs' records tell them apart."""
+    from cse.methods.vadvcse import VAdvCSEArguments
+
+    other = CSETrainingArguments(output_dir=str(tmp_path / "mix_vadv"), use_cpu=True)
+    find_checkpoint(ModelArguments(), DataArguments(), other, VAdvCSEArguments(), method="vadvcse+mixcse")
+    checkpoint = fake_checkpoint(tmp_path / "mix_vadv" / "checkpoint-2", 2)
+    args = CSETrainingArguments(output_dir=str(tmp_path / "vadv"), use_cpu=True, resume_from_checkpoint=checkpoint)
+    with pytest.raises(CSEUsageError, match=f"{checkpoint} is a checkpoint of vadvcse\\+mixcse, not of vadvcse"):
+        find_checkpoint(ModelArguments(), DataArguments(), args, VAdvCSEArguments(), method="vadvcse")
+    assert find_checkpoint(ModelArguments(), DataArguments(), args, method="vadvcse+mixcse") == checkpoint
 
 
 def selection_of(evaluations, best=None, strategy="steps", load_best=True):
