@@ -47,7 +47,7 @@ def atomic_path(path: str):
     except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
-        if isinstance(error, OSError) and error.filename is None:
+        if isinstance(error, OSError) and error.errno is not None and error.filename is None:
             # a failed write() names no file (a full disk, a size limit): name the one being written
             error.filename = tmp
         raise

@@ -225,7 +225,7 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
     before anything else."""
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = select(requested_parts(argv))
-    check_flags_of_other_parts(chosen, argv)
+    check_flags_of_other_parts(chosen, argv, extra)
     if len(chosen) == 1:
         record = chosen[0]
         parsed = parse_args((*record.argument_types, PartsArguments, *extra), argv)
@@ -244,25 +244,27 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
     return (*shared, composed_record(chosen), composition_arguments(chosen, values), *extras)
 
 
-def check_flags_of_other_parts(chosen: list[MethodRecord], argv: list[str]) -> None:
+def check_flags_of_other_parts(chosen: list[MethodRecord], argv: list[str], extra: tuple[type, ...] = ()) -> None:
     """Refuse a flag of a part that ``--parts`` does not name (``--parts mixcse --vadv_lambda 1``),
-    saying whose it is, rather than calling it unknown."""
-    own = {f.name for dtype in (*BASE_ARGUMENTS, PartsArguments) for f in dataclasses.fields(dtype)}
+    saying whose it is, rather than calling it unknown. ``extra``: the command's own dataclasses."""
+    parsed = [*BASE_ARGUMENTS, PartsArguments, *extra]
     for record in chosen:
-        fields = dataclasses.fields(record.method_arguments)
-        own |= {f.name for f in fields} | {flag_name(record.name, f.name) for f in fields}
-    given = [arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")]
+        parsed += [*record.argument_types, namespaced_arguments(record)]
+    accepted = {f.name for dtype in parsed for f in dataclasses.fields(dtype)}
+    given = {arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")} - accepted
+    owners: dict[str, list[MethodRecord]] = {}
     for record in parts():
-        if record in chosen:
-            continue
         for f in dataclasses.fields(record.method_arguments):
-            for name in {f.name, flag_name(record.name, f.name)} - own:
-                if name in given:
-                    names = ",".join(r.name for r in [*chosen, record])
-                    raise CSEUsageError(
-                        f"--{name} is an argument of the part {record.name}, which --parts does not name",
-                        hint=f"add the part (--parts {names}) or leave the flag out",
-                    )
+            for name in {f.name, flag_name(record.name, f.name)} & given:
+                if record not in chosen:
+                    owners.setdefault(name, []).append(record)
+    for name, records in owners.items():
+        spelled = ", ".join(f"--{flag_name(r.name, name.removeprefix(f'{r.name}_'))} of {r.name}" for r in records)
+        names = ",".join(r.name for r in [*chosen, records[0]])
+        raise CSEUsageError(
+            f"--{name} is an argument of {' and '.join(r.name for r in records)}, which --parts does not name",
+            hint=f"add the part (e.g. --parts {names}; in a composed run: {spelled}) or leave the flag out",
+        )
 
 
 # --- the build ----------------------------------------------------------------------------------

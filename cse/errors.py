@@ -112,12 +112,15 @@ def run_cli(main, argv=None):
     what ``main`` returns. Under torchrun each process prints its own refusal."""
     try:
         result = main() if argv is None else main(argv)
+    except SystemExit:  # a process other than the main one, stopped by a signal (cse.reliability)
+        release_process_group()
+        raise
     except Exception as err:
         refusal = err if isinstance(err, CSEUsageError) else os_error_refusal(err)
         if refusal is None:
             raise
-        release_process_group()
         print(f"error: {refusal}", file=sys.stderr, flush=True)
+        release_process_group()
         raise SystemExit(refusal.exit_code) from None
     release_process_group()
     return result

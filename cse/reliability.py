@@ -24,7 +24,15 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .atomic import TMP_SUFFIX
-from .errors import OS_ERROR_HINTS, CSEUsageError, exception_chain, free_space, human_size, is_disk_full
+from .errors import (
+    OS_ERROR_HINTS,
+    CSEUsageError,
+    exception_chain,
+    free_space,
+    human_size,
+    is_disk_full,
+    nearest_existing,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -188,23 +196,15 @@ def interruption_error(signum: int) -> RunInterrupted:
     )
 
 
-def _first_missing(directory: str) -> str | None:
-    """The outermost of ``directory`` and its parents that does not exist yet, None if it exists."""
-    missing = None
-    path = os.path.abspath(directory)
-    while not os.path.exists(path):
-        missing, path = path, os.path.dirname(path)
-    return missing
-
-
-def _remove_empty(directory: str, outermost: str) -> None:
-    """Remove ``directory`` and its parents up to ``outermost`` (which this run created) while empty."""
-    path = os.path.abspath(directory)
-    while not os.listdir(path):
-        os.rmdir(path)
-        if path == outermost:
-            return
-        path = os.path.dirname(path)
+def _remove_empty(directory: str, existing: str) -> None:
+    """Remove the absolute path ``directory`` and its parents below ``existing`` (the nearest that
+    existed before the run created the rest) while they are empty; a directory removed or filled
+    meanwhile ends the walk."""
+    path = directory
+    with contextlib.suppress(OSError):
+        while path != existing and not os.listdir(path):
+            os.rmdir(path)
+            path = os.path.dirname(path)
 
 
 @contextlib.contextmanager
@@ -222,11 +222,11 @@ def output_dir_lock(training_args):
     main process only; the others exit with the same status), and a full disk with
     :func:`disk_full_error`; either way the lock is released."""
     output_dir = training_args.output_dir
-    lock, refusal, hint, created = None, None, None, False
+    lock, refusal, hint, existing = None, None, None, None
     PROGRESS.reset()
     if training_args.process_index == 0:
         path = os.path.join(output_dir, LOCK_NAME)
-        created = _first_missing(output_dir)
+        existing = nearest_existing(output_dir)
         os.makedirs(output_dir, exist_ok=True)
         previous = _lock_holder(path)
         lock = filelock.SoftFileLock(path, timeout=0)
@@ -269,8 +269,8 @@ def output_dir_lock(training_args):
     finally:
         if lock is not None:
             lock.release()
-            if created is not None:
-                _remove_empty(output_dir, created)  # a run refused before writing anything leaves no trace
+            # a run refused before writing anything leaves no trace
+            _remove_empty(os.path.abspath(output_dir), existing)
 
 
 def check_finite_arguments(values: dict) -> None:

@@ -17,7 +17,7 @@ import os
 import re
 import zipfile
 
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGHTS_NAME
 
@@ -165,6 +165,7 @@ def run_settings(model_args, data_args, training_args, method_args=None, corpus=
     corpus); ``method``: the name of the method or composition (``vadvcse+mixcse``), which tells apart
     methods whose own arguments alone do not (SimCSE has none)."""
     settings = {
+        **({"run": {"method": method}} if method is not None else {}),
         "model": dataclasses.asdict(model_args),
         "data": {k: v for k, v in dataclasses.asdict(data_args).items() if k not in _DATA_LOGISTICS},
         "training": {k: getattr(training_args, k, None) for k in RESUME_SENSITIVE},
@@ -173,8 +174,6 @@ def run_settings(model_args, data_args, training_args, method_args=None, corpus=
         settings["method"] = dataclasses.asdict(method_args)
     if corpus is not None:
         settings["corpus"] = corpus.settings()
-    if method is not None:
-        settings["run"] = {"method": method}
     return json.loads(json.dumps(settings, default=str))
 
 
@@ -237,19 +236,19 @@ def find_checkpoint(
     current = run_settings(model_args, data_args, training_args, method_args, corpus, method)
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint is not None and os.path.isdir(checkpoint):
-        problem = checkpoint_problem(checkpoint, training_args, method_files)
-        if problem is not None:
-            raise CSEUsageError(
-                f"--resume_from_checkpoint {checkpoint} is incomplete: {problem}",
-                hint="name a complete checkpoint, or leave the flag out to resume from the last complete one",
-            )
-        # Another method's checkpoint can hold the same weights (V-advCSE's and MixCSE + V-advCSE's) but
-        # not the same state or loss: its run recorded which method it was.
+        # First: another method's checkpoint can hold the same weights (V-advCSE's and MixCSE +
+        # V-advCSE's) but not the same state files or loss, and its run recorded which method it was.
         other = saved_method(os.path.dirname(os.path.abspath(checkpoint)))
         if method is not None and other is not None and other != method:
             raise CSEUsageError(
                 f"--resume_from_checkpoint {checkpoint} is a checkpoint of {other}, not of {method}",
                 hint=f"resume it with {other}'s command, or name a checkpoint of a {method} run",
+            )
+        problem = checkpoint_problem(checkpoint, training_args, method_files)
+        if problem is not None:
+            raise CSEUsageError(
+                f"--resume_from_checkpoint {checkpoint} is incomplete: {problem}",
+                hint="name a complete checkpoint, or leave the flag out to resume from the last complete one",
             )
     if checkpoint is None and os.path.isdir(output_dir):
         if os.path.exists(os.path.join(output_dir, CSE_CONFIG_NAME)):
@@ -361,8 +360,11 @@ def check_checkpoint_matches(model, checkpoint: str) -> None:
     path = os.path.join(checkpoint, SAFE_WEIGHTS_NAME)
     if not os.path.isfile(path):
         return  # not ours to judge (sharded or DeepSpeed checkpoints): the Trainer reports those
-    with safe_open(path, framework="pt") as f:
-        saved = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
+    try:
+        with safe_open(path, framework="pt") as f:
+            saved = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
+    except SafetensorError:
+        return  # torn: find_checkpoint calls the checkpoint incomplete, naming the file
     current = {key: tuple(t.shape) for key, t in model.state_dict().items()}
     differ = sorted(set(saved) ^ set(current)) + sorted(k for k in set(saved) & set(current) if saved[k] != current[k])
     if differ:

@@ -72,8 +72,8 @@ def test_docs_composition_is_generated_from_the_records():
         ("mixcse,sgbert", "--parts mixcse,sgbert is not defined: SG-BERT replaces the base itself"),
         ("", "--parts names no part"),
         # a flag of a part not named: whose it is, not "unknown"
-        ("mixcse --vadv_lambda 1", "--vadv_lambda is an argument of the part vadvcse, which --parts does not name"),
-        ("mixcse,vadvcse --adcse_variant paper", "--adcse_variant is an argument of the part adcse"),
+        ("mixcse --vadv_lambda 1", "--vadv_lambda is an argument of vadvcse, which --parts does not name"),
+        ("mixcse,vadvcse --adcse_variant paper", "--adcse_variant is an argument of adcse, which"),
     ],
 )
 def test_parts_that_cannot_run_are_refused_before_any_work(parts, message, tmp_path):
@@ -351,8 +351,11 @@ def test_a_composed_run_records_its_parts_cites_every_paper_and_logs_each_terms_
     # stopped before its finished marker, the directory resumes only with the same parts (another
     # method's checkpoint files would call it incomplete: the settings are compared first)
     os.remove(out / "cse_config.json")
-    with pytest.raises(CSEUsageError, match=re.escape(f"other settings (method.parts: {parts!r} -> {other!r}")):
+    named = "+".join(parts), "+".join(other)
+    changed = f"other settings (run.method: {named[0]!r} -> {named[1]!r}; method.parts: {parts!r} -> {other!r}"
+    with pytest.raises(CSEUsageError, match=re.escape(changed)) as refusal:
         run(other)
+    assert f"it is a run of {named[0]}, which this command cannot continue" in refusal.value.hint
 
 
 def test_sarcse_with_vadvcse_is_eq12_over_eq10(no_dropout_roberta, tmp_path):
