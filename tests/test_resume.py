@@ -15,7 +15,7 @@ from cse.data import CorpusStatistics
 from cse.errors import CSEUsageError
 from cse.resume import RUN_ARGS_NAME, checkpoint_problem, find_checkpoint, last_complete_checkpoint, model_selection
 
-from .conftest import WIKI_HEAD, fake_checkpoint
+from .conftest import DATA, WIKI_HEAD, fake_checkpoint
 
 
 def test_the_newest_checkpoint_is_the_highest_step_not_the_last_name(tmp_path):
@@ -126,7 +126,7 @@ def test_the_selection_note_says_when_nothing_was_compared():
     )
 
 
-def test_a_checkpoint_of_another_model_is_refused_in_one_line_before_any_work(tiny_bert, tmp_path, capsys):
+def test_a_checkpoint_of_another_model_is_refused_in_one_line_before_any_work(tiny_bert, tmp_path, capsys, monkeypatch):
     """SimCSE's command resuming from a checkpoint with other weights (another method's): the Trainer
     would load it non-strictly, keeping what matches and silently dropping the rest."""
     import run_simcse
@@ -140,3 +140,10 @@ def test_a_checkpoint_of_another_model_is_refused_in_one_line_before_any_work(ti
     lines = capsys.readouterr().err.strip().splitlines()[-2:]  # after the model's loading bar
     assert stop.value.code == 2 and lines[0].startswith(f"error: {checkpoint} was saved by a different model")
     assert lines[1].startswith("  hint: ") and not out.exists()
+    # torn: not a different model, an incomplete checkpoint (found once the evaluation data are)
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)
+    weights = os.path.join(checkpoint, "model.safetensors")
+    os.truncate(weights, os.path.getsize(weights) // 2)
+    with pytest.raises(SystemExit):
+        run_cli(run_simcse.main, [*argv, "--use_cpu", "true", "--resume_from_checkpoint", checkpoint])
+    assert f"error: --resume_from_checkpoint {checkpoint} is incomplete: model.safetensors" in capsys.readouterr().err
