@@ -17,7 +17,8 @@ has something to add:
    VAdvCSETrainer, MixCSETrainer)``.
 
 Two parts combine unless they replace the same thing (:data:`SLOTS`) or one of them says why not
-(:attr:`Part.refuses`); a set of parts combines when each pair does. A single part is its method's
+(:attr:`Part.refuses`, by what the other replaces, never by its name: a new part is judged by what it
+does); a set of parts combines when each pair does. A single part is its method's
 preset: ``--parts mixcse`` is ``run_mixcse.py``, the same flags, defaults and build. ``docs/composition.md``
 is :func:`markdown`'s output (``python -m cse.composition``).
 """
@@ -47,7 +48,7 @@ BASE_EQUATION = (
     "L_cont = -(1/N) sum_i log( e^{s(h_i, h_i+)/tau} / sum_j e^{s(h_i, h_j+)/tau} ), h_i and h_i+ the two "
     "dropout views' embeddings, s the cosine (SimCSE, Gao et al. 2021)"
 )
-EVERY_PART = "*"  # a key of Part.refuses: every other part
+EVERY_PART = "*"  # a key of Part.refuses and Part.notes: every other part
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,14 @@ class Part:
     loss: ``(loss, model, model_args, args) -> loss``: the contrastive loss after this part, from the
         one before it (InfoNCE, or what the parts before changed).
     trainer_kwargs: ``(model, model_args, args) -> dict``, the trainer's keyword arguments for it.
-    refuses: other part -> why the two do not combine (:data:`EVERY_PART`: any other).
-    notes: other part -> what their combination computes beyond the two equations, for the docs.
+    refuses: a :data:`SLOTS` key -> why the part does not combine with a part that replaces it
+        (:data:`EVERY_PART`: with any other).
+    notes: a :data:`SLOTS` key -> what the combination with a part that replaces it computes beyond
+        the two equations, for the docs (:data:`EVERY_PART`: with any other).
     order: the place of ``trainer`` in the composed trainer's bases, lowest first (a mixin that adds a
         term to whatever loss the others compute goes first).
-    conflict: ``(args, other part names) -> str | None``: why the part's settings do not combine with
-        the other parts (a variant that one of them cannot take), checked before any work.
+    conflict: ``(args, other parts' records) -> str | None``: why the part's settings do not combine
+        with the other parts (a variant that one of them cannot take), checked before any work.
     """
 
     trainer: type
@@ -83,7 +86,7 @@ class Part:
     refuses: Mapping[str, str] = field(default_factory=dict)
     notes: Mapping[str, str] = field(default_factory=dict)
     order: int = 0
-    # (args, names of the other parts) -> why these settings do not combine with them, or None
+    # (args, the other parts' records) -> why these settings do not combine with them, or None
     conflict: Callable | None = None
 
 
@@ -96,12 +99,20 @@ def part_names() -> list[str]:
     return [record.name for record in parts()]
 
 
+def said_of(said: Mapping[str, str], other: MethodRecord) -> list[str]:
+    """What a part's ``refuses`` or ``notes`` say of a combination with ``other``: under each slot
+    ``other`` replaces, then under :data:`EVERY_PART`."""
+    return [said[key] for key in [*sorted(other.part.replaces), EVERY_PART] if key in said]
+
+
 def why_not(a: MethodRecord, b: MethodRecord) -> str | None:
-    """Why parts ``a`` and ``b`` do not combine, or None if they do."""
-    for x, y in ((a, b), (b, a)):
-        reason = x.part.refuses.get(y.name) or x.part.refuses.get(EVERY_PART)
-        if reason:
-            return reason
+    """Why parts ``a`` and ``b`` do not combine, or None if they do: a part that refuses every other
+    says why first, then a part that refuses what the other replaces."""
+    pairs = ((a, b), (b, a))
+    reasons = [x.part.refuses[EVERY_PART] for x, _ in pairs if EVERY_PART in x.part.refuses]
+    reasons += [reason for x, y in pairs for reason in said_of(x.part.refuses, y)]
+    if reasons:
+        return reasons[0]
     shared = sorted(a.part.replaces & b.part.replaces)
     if shared:
         return f"both replace {SLOTS[shared[0]]}"
@@ -237,7 +248,7 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
     shared, extras, flags = parsed[: len(BASE_ARGUMENTS)], parsed[len(BASE_ARGUMENTS) + 1 : n], parsed[n:]
     values = [part_arguments(record, f) for record, f in zip(chosen, flags)]
     for record, args in zip(chosen, values):
-        others = [r.name for r in chosen if r is not record]
+        others = [r for r in chosen if r is not record]
         reason = record.part.conflict(args, others) if record.part.conflict else None
         if reason:
             raise CSEUsageError(f"--parts {','.join(r.name for r in chosen)}: {reason}", hint="see docs/composition.md")
@@ -379,7 +390,7 @@ def markdown() -> str:
         if reason:
             lines.append(f"- **{a.name} + {b.name}**: not defined: {reason}.")
             continue
-        notes = [note for x, y in ((a, b), (b, a)) if (note := x.part.notes.get(y.name))]
+        notes = [note for x, y in ((a, b), (b, a)) for note in said_of(x.part.notes, y)]
         lines.append(f"- **{a.name} + {b.name}**: the base with both parts' changes. " + " ".join(notes))
     return "\n".join(lines) + "\n"
 

@@ -128,7 +128,6 @@ RECORD = register(
             "||h_i - h_i+||^2, L_uniform the two views' mean of log E_{i<j} e^{-2 ||h_i - h_j||^2} (Wang and "
             "Isola 2020)",
             trainer_kwargs=trainer_kwargs,
-            notes={"sarcse": "SARCSE's alpha scales L_align and L_uniform too (its mixin comes first)."},
             # after SARCSE's mixin (order 0), whose alpha scales the terms of every part after it (Eq. 12)
             order=1,
         ),

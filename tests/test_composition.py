@@ -68,7 +68,7 @@ def test_docs_composition_is_generated_from_the_records():
         ("mixcse,vadvcs", "unknown part 'vadvcs' in --parts; the parts are sarcse, vadvcse, adcse, mixcse, sgbert"),
         ("simcse,mixcse", "unknown part 'simcse'"),
         ("mixcse,mixcse", "--parts names mixcse twice"),
-        ("vadvcse,adcse", "--parts vadvcse,adcse is not defined: AdCSE's momentum encoder would need"),
+        ("vadvcse,adcse", "--parts vadvcse,adcse is not defined: another encoder of the positives (AdCSE's momentum encoder) would need"),
         ("mixcse,sgbert", "--parts mixcse,sgbert is not defined: SG-BERT replaces the base itself"),
         ("", "--parts names no part"),
         # a flag of a part not named: whose it is, not "unknown"

@@ -460,16 +460,24 @@ def adversarial_loss(loss, model, model_args, adcse_args: AdCSEArguments):
     )
 
 
-def paper_variant_conflict(adcse_args: AdCSEArguments, others: list[str]) -> str | None:
-    """Why ``--adcse_variant paper`` does not combine with the other parts, if it does not: its Eq. 5
-    has no in-batch negatives (MixCSE's mixtures are in-batch ones), and its p has a head of its own
-    (SARCSE's autoencoder is shared by q and p)."""
+def paper_variant_conflict(adcse_args: AdCSEArguments, others: list) -> str | None:
+    """Why ``--adcse_variant paper`` does not combine with the other parts (their records), if it does
+    not: its Eq. 5 has no in-batch negatives, which a replaced softmax's columns are (MixCSE's
+    mixtures), and its p has a head of its own, where a replaced embedding is shared by q and p
+    (SARCSE's autoencoder)."""
     if adcse_args.variant != "paper":
         return None
-    if "mixcse" in others and adcse_args.adversaries:
-        return "--adcse_variant paper has no in-batch negatives, and MixCSE's mixed negatives are: use released"
-    if "sarcse" in others and adcse_args.untied_dual_encoder:
-        return "--adcse_variant paper gives p its own head, and SARCSE's autoencoder is shared by q and p: use released"
+    for other in others:
+        if "softmax" in other.part.replaces and adcse_args.adversaries:
+            return (
+                f"--adcse_variant paper has no in-batch negatives, and {other.display_name}'s softmax "
+                "is over in-batch ones: use released"
+            )
+        if "embedding" in other.part.replaces and adcse_args.untied_dual_encoder:
+            return (
+                f"--adcse_variant paper gives p its own head, and {other.display_name}'s embedding is shared "
+                "by q and p: use released"
+            )
     return None
 
 
@@ -511,6 +519,12 @@ RECORD = register(
             wrap=momentum_encoder,
             loss=adversarial_loss,
             trainer_kwargs=trainer_kwargs,
+            notes={
+                "softmax": "One softmax: each row's columns are the batch's positives, the replaced softmax's "
+                "columns (MixCSE's mixed negatives) and AdCSE's M adversaries (cos(row anchor, n_j)/tau; "
+                "`AdversarialInfoNCELoss(base=MixCSELoss(...))`, AdCSE's released form only); the positives "
+                "come from p."
+            },
             conflict=paper_variant_conflict,
             order=2,
         ),

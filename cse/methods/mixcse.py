@@ -179,11 +179,6 @@ RECORD = register(
             replaces=frozenset({"softmax"}),
             loss=mixed_negatives_loss,
             trainer_kwargs=trainer_kwargs,
-            notes={
-                "adcse": "One softmax: each row's columns are the batch's positives, MixCSE's mixed negatives and "
-                "AdCSE's M adversaries (cos(row anchor, n_j)/tau; `AdversarialInfoNCELoss(base=MixCSELoss(...))`, "
-                "AdCSE's released form only); the positives come from p."
-            },
             order=3,
         ),
     )

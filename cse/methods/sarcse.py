@@ -32,7 +32,7 @@ from safetensors.torch import load_file, save_file
 
 from .. import citations
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
-from ..composition import Part
+from ..composition import EVERY_PART, Part
 from ..errors import CSEUsageError
 from ..losses import InfoNCELoss
 from ..losses.reconstruction import REDUCTIONS, SelfAdaptiveReconstructionLoss, count_tokens
@@ -516,10 +516,11 @@ RECORD = register(
             encoder=embedding_encoder,
             trainer_kwargs=trainer_kwargs,
             notes={
-                "mixcse": "MixCSE's mixtures are of Z vectors.",
-                "adcse": "p is a momentum copy of the backbone; the autoencoder is shared by q and p, as the "
-                "released AdCSE shares its head; Z+ carries no gradient, and L_R+ reconstructs p's tokens with "
-                "gradient to the autoencoder only.",
+                "softmax": "The replaced softmax is over Z vectors (MixCSE's mixtures are of Z).",
+                "positives": "The positives' encoder (AdCSE's momentum copy p of the backbone) shares the "
+                "autoencoder with q, as the released AdCSE shares its head; Z+ carries no gradient, and L_R+ "
+                "reconstructs p's tokens with gradient to the autoencoder only.",
+                EVERY_PART: "SARCSE's alpha scales the other part's terms too (Eq. 12; its mixin comes first).",
             },
             order=0,
         ),

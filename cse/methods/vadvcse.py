@@ -492,18 +492,18 @@ RECORD = register(
             wrap=training_head,
             trainer_kwargs=trainer_kwargs,
             refuses={
-                "adcse": "AdCSE's momentum encoder would need a momentum copy of V-advCSE's BatchNorm head, and "
-                "its positives, encoded without gradient, would be the perturbed prediction's fixed classes: "
-                "neither paper defines it"
+                "positives": "another encoder of the positives (AdCSE's momentum encoder) would need a copy of "
+                "V-advCSE's BatchNorm head, and its positives, encoded without gradient, would be the perturbed "
+                "prediction's fixed classes: neither paper defines it"
             },
             notes={
-                "mixcse": "V-advCSE's p(j|x_i) is the softmax over the batch's positives without MixCSE's mixed "
-                "column: the mixed negative is built from the anchor's own positive behind a stop-gradient, a "
-                "per-anchor decoy rather than a class of the prediction, so including it would make p depend on "
-                "lambda and put x_i's own positive in two classes.",
-                "sarcse": "The perturbed forward re-encodes the anchors through SARCSE's autoencoder (p is over "
-                "Z), keeps no reconstruction of its own (only the two-view forward's is reconstructed), and "
-                "V-advCSE's `--head` does not apply (the embedding is Z).",
+                "softmax": "V-advCSE's p(j|x_i) is the softmax over the batch's positives without the columns the "
+                "other part adds (MixCSE's mixed column: the mixed negative is built from the anchor's own "
+                "positive behind a stop-gradient, a per-anchor decoy rather than a class of the prediction, so "
+                "including it would make p depend on lambda and put x_i's own positive in two classes).",
+                "embedding": "The perturbed forward re-encodes the anchors through the replaced embedding "
+                "(SARCSE's autoencoder: p is over Z), keeps no reconstruction of its own (only the two-view "
+                "forward's is reconstructed), and V-advCSE's `--head` does not apply.",
             },
             order=1,
         ),
