@@ -91,7 +91,7 @@ def diagnose(method: str | None, argv: list[str]) -> dict:
         )
     mean = lambda key, rows: sum(row[key] for row in rows) / len(rows)  # noqa: E731
     names = [key.removeprefix("term_share_") for key in batches[0] if key.startswith("term_share_")]
-    weights = trainer.term_weights(names)
+    weights = trainer.term_weights()  # every term the step gives has one
     table = {}
     for name in names:
         weighted, weight = mean(f"term_{name}", batches), weights[name]

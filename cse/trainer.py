@@ -229,14 +229,13 @@ class CSETrainer(Trainer):
         terms, statistics = pair_loss_terms(self.loss_fn, views[:, 0], views[:, 1], separate)
         return StepLoss(terms, statistics, {"embeddings": views})
 
-    def term_weights(self, names) -> dict[str, float]:
-        """The weight of each term of :meth:`step_terms` named in ``names``: a term is its weight times
-        its raw value (``python -m cse.diagnostics`` divides the weight out). A method that adds a
-        weighted term extends this through ``super()``, as it extends ``step_terms``; a loss may weight
-        its own terms (``term_weights()``, SG-BERT's lambda); any other term weighs 1."""
+    def term_weights(self) -> dict[str, float]:
+        """The weight of each term :meth:`step_terms` can give: a term is its weight times its raw value
+        (``python -m cse.diagnostics`` divides the weight out). A method that adds a weighted term
+        extends this through ``super()``, as it extends ``step_terms``; the loss weighs its own terms
+        (its ``term_weights()``: SG-BERT's lambda, AdCSE's split of its softmax)."""
         own = getattr(self.loss_fn, "term_weights", None)
-        weights = own() if own is not None else {}
-        return {name: float(weights.get(name, 1.0)) for name in names}
+        return {"contrastive": 1.0, **(own() if own is not None else {})}
 
     def is_term_logging_step(self, model) -> bool:
         """Whether the training step under way ends in a log line (``--log_term_gradients``), from the

@@ -105,10 +105,8 @@ class AlignUniformMixin:
         statistics = {**step.statistics, "loss_align": align.detach(), "loss_uniform": uniform.detach()}
         return StepLoss(terms, statistics, step.outputs)
 
-    def term_weights(self, names):
-        own = {"align": self.align_weight, "uniform": self.uniform_weight}
-        weights = super().term_weights([name for name in names if name not in own])
-        return {**weights, **{name: w for name, w in own.items() if name in names}}
+    def term_weights(self):
+        return {**super().term_weights(), "align": self.align_weight, "uniform": self.uniform_weight}
 
 
 def trainer_kwargs(model, model_args, args: AlignUniformArguments) -> dict:

@@ -170,6 +170,10 @@ class AdversarialInfoNCELoss(nn.Module):
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         return self.terms(anchors, positives)[0]["contrastive"]
 
+    def term_weights(self) -> dict[str, float]:
+        """``adversaries`` is a split of the one softmax, not a weighted term of its own."""
+        return {"adversaries": 1.0}
+
     def terms(self, anchors: torch.Tensor, positives: torch.Tensor, separate: bool = False):
         """``(terms, statistics)``: the loss as one term ``contrastive``, or, with ``separate``,
         ``contrastive``, q's loss without the adversaries in its softmax (:meth:`without_adversaries`),

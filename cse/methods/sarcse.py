@@ -363,11 +363,10 @@ class ReconstructionMixin:
         }
         return StepLoss(terms, statistics, step.outputs)
 
-    def term_weights(self, names):
-        own = {"reconstruction": self.beta, "reconstruction_positive": self.gamma}
+    def term_weights(self):
         # Eq. 12's alpha scales every term the other parts give
-        weights = super().term_weights([name for name in names if name not in own])
-        return {**{n: self.alpha * w for n, w in weights.items()}, **{n: w for n, w in own.items() if n in names}}
+        scaled = {name: self.alpha * weight for name, weight in super().term_weights().items()}
+        return {**scaled, "reconstruction": self.beta, "reconstruction_positive": self.gamma}
 
     def checkpoint_files(self) -> tuple[str, ...]:
         return super().checkpoint_files() + ((TOKEN_COUNTS_NAME,) if self.reconstruction_loss.needs_counts else ())

@@ -403,9 +403,8 @@ class VAdvCSETrainer(CSETrainer):
                 "BatchNorm head cannot normalise in the perturbed forward: use --dataloader_drop_last true"
             )
 
-    def term_weights(self, names):
-        weights = super().term_weights([name for name in names if name != "vadv"])
-        return {**weights, "vadv": self.vadv_lambda} if "vadv" in names else weights
+    def term_weights(self):
+        return {**super().term_weights(), "vadv": self.vadv_lambda}
 
     def step_terms(self, model, inputs, separate=False):
         if not model.training:
