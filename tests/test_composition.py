@@ -19,30 +19,13 @@ from cse.methods.sarcse import SARCSEArguments, SARCSEModelArguments
 from cse.methods.vadvcse import MLPHeadEncoder
 
 from .composition_reference import adversary_gradient, mean_cross_entropy, sarcse_view, softmax_rows, token_weights
-from .conftest import REPO, SENTEVAL, WIKI_HEAD
+from .conftest import REPO, SENTEVAL, train_argv
 from .vadvcse_reference import RecordingSearch, hand_objective
 
 
 def argv(model_dir, out, *flags):
-    return [
-        "--model_name_or_path",
-        model_dir,
-        "--output_dir",
-        str(out),
-        "--train_file",
-        WIKI_HEAD,
-        "--max_train_samples",
-        "12",
-        "--per_device_train_batch_size",
-        "6",
-        "--senteval_data_dir",
-        SENTEVAL,
-        "--use_cpu",
-        "true",
-        "--report_to",
-        "none",
-        *flags,
-    ]
+    """A two-step run of 12 wiki1m sentences in batches of 6 (``flags`` may override either)."""
+    return train_argv(model_dir, out, "--max_train_samples", "12", "--per_device_train_batch_size", "6", *flags)
 
 
 def composed_trainer(model_dir, out, *flags):
