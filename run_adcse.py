@@ -6,24 +6,15 @@ python run_adcse.py --model_name_or_path bert-base-uncased --output_dir result/a
 accelerate launch run_adcse.py configs/adcse_bert_base.yaml
 """
 
-from transformers import set_seed
-
-from cse.arguments import parse_args
-from cse.environment import check_min_versions
 from cse.errors import run_cli
 from cse.methods.adcse import RECORD
-from cse.pipeline import setup_logging, train_built
+from cse.pipeline import run_method
 
 
 def main(argv=None, callbacks=()):
-    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
-    Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
-    check_min_versions()
-    model_args, data_args, training_args, adcse_args = parse_args(RECORD.argument_types, argv)
-    setup_logging(training_args)
-    set_seed(training_args.seed)
-    built = RECORD.pieces(model_args, adcse_args)
-    return train_built(model_args, data_args, training_args, built, adcse_args, callbacks)
+    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback`` objects) join
+    the Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
+    return run_method(RECORD, argv, callbacks)
 
 
 if __name__ == "__main__":

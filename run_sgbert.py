@@ -11,40 +11,15 @@ Without --train_file (or --dataset_name) the corpus is the paper's: every STS-B 
 sentence, unlabelled, written to OUTPUT_DIR/stsb_sentences.txt (see cse.stsb_corpus).
 """
 
-import os
-
-from transformers import EarlyStoppingCallback, set_seed
-
-from cse.arguments import parse_args
-from cse.environment import check_min_versions
-from cse.errors import CSEUsageError, run_cli
+from cse.errors import run_cli
 from cse.methods.sgbert import RECORD
-from cse.pipeline import check_precision, setup_logging, train_built
-from cse.stsb_corpus import write_stsb_corpus
+from cse.pipeline import run_method
 
 
 def main(argv=None, callbacks=()):
-    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback``s) join the
-    Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
-    check_min_versions()
-    model_args, data_args, training_args, sg_args = parse_args(RECORD.argument_types, argv)
-    if sg_args.early_stopping_patience and training_args.eval_strategy == "no":
-        raise CSEUsageError("--early_stopping_patience needs evaluations: set --eval_strategy steps, or pass 0")
-    if sg_args.early_stopping_patience and training_args.metric_for_best_model is None:
-        raise CSEUsageError("--early_stopping_patience needs --metric_for_best_model (stsb_spearman), or pass 0")
-    setup_logging(training_args)
-    check_precision(training_args)  # before the corpus is written into the output directory
-    if data_args.train_file is None and data_args.dataset_name is None:
-        data_args.train_file = os.path.join(training_args.output_dir, "stsb_sentences.txt")
-        with training_args.main_process_first(desc="STS-B sentence corpus"):
-            if training_args.local_process_index == 0:
-                write_stsb_corpus(data_args.train_file, data_args.senteval_data_dir)
-    set_seed(training_args.seed)
-    built = RECORD.pieces(model_args, sg_args)
-    callbacks = list(callbacks)
-    if sg_args.early_stopping_patience:
-        callbacks.append(EarlyStoppingCallback(early_stopping_patience=sg_args.early_stopping_patience))
-    return train_built(model_args, data_args, training_args, built, sg_args, callbacks)
+    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback`` objects) join
+    the Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
+    return run_method(RECORD, argv, callbacks)
 
 
 if __name__ == "__main__":

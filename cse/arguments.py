@@ -201,8 +201,7 @@ class CSETrainingArguments(TrainingArguments):
             # distributed mode: each would train alone, into the same --output_dir.
             if os.environ.get("RANK", "0") == "0":
                 logger.warning(
-                    "%s processes launched on a machine without a GPU: they train together on the CPU "
-                    "(--use_cpu true)",
+                    "%s processes launched on a machine without a GPU: they train together on the CPU (--use_cpu true)",
                     os.environ["WORLD_SIZE"],
                 )
             self.use_cpu = True
@@ -316,24 +315,26 @@ def check_save_steps(training_args, given: set[str]) -> None:
         )
 
 
-def parse_args(dataclass_types, argv: list[str] | None = None):
+def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | None = None):
     """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses. A leading ``.json``/``.yaml``
     path supplies values, typed as the file types them (``null``, mappings and lists included), that
-    later flags override. Unknown names, in the file or on the command line, abbreviated flags and NaN
-    or infinite numbers are errors (``CSEUsageError``), as is ``save_steps`` without ``save_strategy: steps``."""
+    later flags override (or ``config``, such values read already). Unknown names, in the file or on
+    the command line, abbreviated flags and NaN or infinite numbers are errors (``CSEUsageError``), as
+    is ``save_steps`` without ``save_strategy: steps``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = HfArgumentParser(dataclass_types, allow_abbrev=False)
     given = given_flags(argv)
     known = [f.name for dtype in dataclass_types for f in fields(dtype) if f.init]
-    if argv and argv[0].endswith(CONFIG_SUFFIXES):
+    if config is None and argv and argv[0].endswith(CONFIG_SUFFIXES):
         config = read_config_file(argv[0])
         unknown = sorted(set(config) - set(known))
         if unknown:
             raise CSEUsageError(f"{argv[0]}: unknown argument(s) {', '.join(unknown)}")
+        argv = argv[1:]
+    if config:
         # File values become the parser's defaults, so that flags given after the file win.
         parser.set_defaults(**config)
         given |= set(config)
-        argv = argv[1:]
     # Before the dataclasses are built: their own checks would misreport a NaN (every comparison is false).
     check_finite_arguments(vars(parser.parse_known_args(args=argv)[0]))
     try:

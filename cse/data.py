@@ -277,17 +277,22 @@ def tokenize_corpus(
 
 class TwoViewCollator:
     """Pad a batch of tokenised sentences and repeat each one: tensors of shape ``(batch, 2, length)``.
-    ``length`` is the batch's longest sentence, or ``max_length`` when given (static shapes)."""
+    ``length`` is the batch's longest sentence, or ``max_length`` when given (static shapes). Then
+    each of ``views`` (the parts' :meth:`~cse.parts.Part.views`) remakes the batch in turn."""
 
-    def __init__(self, tokenizer, num_views: int = 2, max_length: int | None = None):
+    def __init__(self, tokenizer, num_views: int = 2, max_length: int | None = None, views=()):
         self.tokenizer = tokenizer
         self.num_views = num_views
         self.max_length = max_length
+        self.views = list(views)
 
     def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
         padding = "max_length" if self.max_length else True
         batch = self.tokenizer.pad(features, padding=padding, max_length=self.max_length, return_tensors="pt")
-        return {k: v.unsqueeze(1).expand(-1, self.num_views, -1).contiguous() for k, v in batch.items()}
+        batch = {k: v.unsqueeze(1).expand(-1, self.num_views, -1).contiguous() for k, v in batch.items()}
+        for remake in self.views:
+            batch = remake(batch)
+        return batch
 
 
 def load_train_corpus(data_args, cache_dir: str | None = None) -> datasets.Dataset:

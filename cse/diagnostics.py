@@ -29,9 +29,10 @@ from transformers import set_seed
 from . import composition, registry
 from .arguments import parse_args
 from .atomic import write_json
+from .build import build
 from .environment import check_min_versions, collect_environment
 from .errors import CSEUsageError, run_cli
-from .pipeline import build_trainer
+from .pipeline import build_trainer, method_settings
 from .trainer import term_gradients
 
 
@@ -51,28 +52,26 @@ class DiagnosticsArguments:
 
 
 def parse(method: str | None, argv: list[str]):
-    """``(model_args, data_args, training_args, record, method_args, diag_args)``: of the method (or
+    """``(model_args, data_args, training_args, record, parts, diag_args)``: of the method (or
     variant) ``method`` as its run script parses them, else of the composition ``argv``'s ``--parts``
     names, as ``run_cse.py`` does."""
     if method is None:
         return composition.parse(argv, extra=(DiagnosticsArguments,))
     record, implied = registry.variant(method)
     parsed = parse_args((*record.argument_types, DiagnosticsArguments), [*implied, *argv])
-    method_args = parsed[3] if record.method_arguments else None
-    return (*parsed[:3], record, method_args, parsed[-1])
+    parts = record.preset(parsed[3] if record.method_arguments else None, parsed[0])
+    return (*parsed[:3], record, parts, parsed[-1])
 
 
 def diagnose(method: str | None, argv: list[str]) -> dict:
-    model_args, data_args, training_args, record, method_args, diag_args = parse(method, argv)
+    model_args, data_args, training_args, record, parts, diag_args = parse(method, argv)
     training_args.per_device_train_batch_size = diag_args.batch_size
     set_seed(training_args.seed)
-    model, loss, trainer_class, trainer_kwargs = record.pieces(model_args, method_args)
+    model, loss = build(parts, model_args)
     # no evaluation runs, so no evaluation data is read
-    trainer = build_trainer(
-        model_args, data_args, training_args, model, loss, trainer_class, eval_dataset=(), **trainer_kwargs
-    )
-    if getattr(getattr(trainer, "reconstruction_loss", None), "needs_counts", False):
-        trainer.count_token_frequencies()
+    trainer = build_trainer(model_args, data_args, training_args, model, loss, parts, eval_dataset=())
+    for part in parts:
+        part.begin(trainer, None)  # as a run's start: SARCSE's token frequencies
     model.train()
     batches, extras = [], {}
     for step, batch in enumerate(trainer.get_train_dataloader()):
@@ -82,8 +81,8 @@ def diagnose(method: str | None, argv: list[str]) -> dict:
         terms = trainer.step_terms(model, inputs, separate=True).terms
         stats = term_gradients(terms, trainer.encoder_parameters())
         batches.append({k: v.item() for k, v in stats.items()})
-        for key, read in record.readings.items():
-            if reading := read(trainer, model, inputs):
+        for part in parts:
+            for key, reading in part.readings(trainer, model, inputs).items():
                 extras.setdefault(key, []).append(reading)
     if len(batches) < diag_args.num_batches:
         raise CSEUsageError(
@@ -111,7 +110,7 @@ def diagnose(method: str | None, argv: list[str]) -> dict:
         "settings": {
             "model": dataclasses.asdict(model_args),
             "data": dataclasses.asdict(data_args),
-            "method": dataclasses.asdict(method_args) if method_args is not None else {},
+            "method": method_settings(record, parts) or {},
             "seed": training_args.seed,
         },
         "environment": collect_environment(training_args),

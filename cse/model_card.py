@@ -54,7 +54,8 @@ def _load_section(repo: str, cse_config: Mapping, sentence_transformers: bool) -
         f'```python\nfrom cse.modeling import load_model\n\nmodel = load_model("{repo}")\n'
         'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n```\n',
     ]
-    if "model_kind" not in cse_config and pooler in POOLER_CODE:
+    # an export of another encoder class (SARCSE's Z) embeds with more than a pooled backbone
+    if not {"model_class", "model_kind"} & cse_config.keys() and pooler in POOLER_CODE:
         parts += [
             f"With `transformers` alone (pooler `{pooler}`, recorded in `cse_config.json`):\n",
             "```python\nimport torch\nfrom transformers import AutoModel, AutoTokenizer\n\n"

@@ -16,6 +16,8 @@ pooler reproduces our evaluation with no conversion step.
 from __future__ import annotations
 
 import contextlib
+import copy
+import importlib
 import json
 import logging
 import os
@@ -30,7 +32,7 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from . import atomic, registry
+from . import atomic
 from .distributed import whole_weights_loading
 from .errors import CSEUsageError
 from .export import write_sentence_transformers_files
@@ -146,6 +148,9 @@ class CSEModel(nn.Module):
             # The pooling layer would get no gradient: keep it out of the optimizer and out of DDP's
             # reducer (which requires every trainable parameter to be used).
             head.requires_grad_(False)
+        # The encoder of the positive view where a part replaces it (AdCSE's momentum encoder p, a
+        # copy of the backbone outside the optimizer; :meth:`attach_momentum_backbone`), else None.
+        self.momentum_backbone: nn.Module | None = None
         self._batch_cache = None  # see length_sorted_batches
 
     @property
@@ -191,12 +196,37 @@ class CSEModel(nn.Module):
 
     def reset_head(self) -> None:
         """Re-initialise the projection head as SimCSE initialises its MLP (N(0, initializer_range)
-        weights, zero bias) rather than keeping BERT's next-sentence-prediction pooler."""
+        weights, zero bias) rather than keeping BERT's next-sentence-prediction pooler. An encoder of
+        the positives starts again as an exact copy of the backbone (its own head included)."""
         std = getattr(self.config, "initializer_range", 0.02)
         for module in self.backbone.pooler.modules():
             if isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, mean=0.0, std=std)
                 nn.init.zeros_(module.bias)
+        if self.momentum_backbone is not None:
+            self.copy_to_momentum_backbone()
+
+    def attach_momentum_backbone(self, shared_head: bool = True) -> None:
+        """Encode the positive view with ``momentum_backbone``, a copy of the backbone that no gradient
+        reaches (its weights are the business of the part that attaches it: AdCSE's Eq. 4). With
+        ``shared_head`` the copy has no pooling layer: its outputs go through this model's head (the
+        ``cls`` pooler's linear + tanh, or what an encoder with more to its embedding puts after the
+        backbone); else through its own copy of the pooling layer."""
+        self.momentum_backbone = copy.deepcopy(self.backbone).requires_grad_(False)
+        if shared_head:
+            self.momentum_backbone.pooler = None
+
+    def momentum_parameters(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """``([theta_p], [theta_q])``, the momentum backbone's parameters and the backbone's of the
+        same names."""
+        q = dict(self.backbone.named_parameters())
+        p = list(self.momentum_backbone.named_parameters())
+        return [t for _, t in p], [q[name] for name, _ in p]
+
+    @torch.no_grad()
+    def copy_to_momentum_backbone(self) -> None:
+        """theta_p <- theta_q."""
+        torch._foreach_copy_(*self.momentum_parameters())
 
     @property
     def embedding_size(self) -> int:
@@ -221,13 +251,27 @@ class CSEModel(nn.Module):
         )
         return pool(pooler_type, attention_mask, outputs)
 
-    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
-        """Training forward: ``(batch, views, length)`` token ids -> ``(batch, views, hidden)``
-        embeddings, each view its own dropout sample."""
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> dict[str, torch.Tensor]:
+        """Training forward: ``(batch, views, length)`` token ids -> ``{"embeddings": (batch, views,
+        hidden)}``, each view its own dropout sample. With a momentum backbone, view 0 is encoded by
+        the backbone and view 1 by the momentum backbone, without gradient (:meth:`positives`)."""
+        if self.momentum_backbone is not None:
+            anchors = self._pooled(self.pooler_type, *view_of(0, input_ids, attention_mask, token_type_ids))
+            with torch.no_grad():
+                positives = self.positives(*view_of(1, input_ids, attention_mask, token_type_ids))
+            return {"embeddings": torch.stack([anchors, positives], dim=1)}
         batch, views, length = input_ids.shape
         flat = lambda t: None if t is None else t.reshape(batch * views, length)  # noqa: E731
         pooled = self._pooled(self.pooler_type, flat(input_ids), flat(attention_mask), flat(token_type_ids))
-        return pooled.view(batch, views, -1)
+        return {"embeddings": pooled.view(batch, views, -1)}
+
+    def positives(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        """The momentum backbone's embedding of one view: its [CLS] through this model's head where it
+        has none of its own (:meth:`attach_momentum_backbone`), else its own pooled output."""
+        if self.pooler_type == "cls" and self.momentum_backbone.pooler is None:
+            cls = self._pooled("cls_before_pooler", input_ids, attention_mask, token_type_ids, self.momentum_backbone)
+            return self.backbone.pooler(cls[:, None])  # the head reads position 0 of a sequence of states
+        return self._pooled(self.pooler_type, input_ids, attention_mask, token_type_ids, self.momentum_backbone)
 
     def embed(self, input_ids, attention_mask, token_type_ids=None, pooler_type=None) -> torch.Tensor:
         """Embedding forward: ``(n, length)`` -> ``(n, hidden)`` with the evaluation pooler (or ``pooler_type``)."""
@@ -337,15 +381,56 @@ class CSEModel(nn.Module):
         return {"pooler": self.eval_pooler, "training_pooler": self.pooler_type, "mlp_only_train": self.mlp_only_train}
 
 
+def view_of(view: int, *tensors):
+    """The ``view``-th view of ``(batch, views, length)`` tensors (None stays None)."""
+    return tuple(None if t is None else t[:, view] for t in tensors)
+
+
+def load_encoder(model_args) -> CSEModel:
+    """The pretrained backbone, tokenizer and pooler that ``model_args`` name."""
+    return CSEModel.from_pretrained(
+        model_args.model_name_or_path,
+        pooler_type=model_args.pooler_type,
+        mlp_only_train=model_args.mlp_only_train,
+        tokenizer_name_or_path=model_args.tokenizer_name,
+        cache_dir=model_args.cache_dir,
+        attn_implementation=model_args.attn_implementation,
+    )
+
+
+# The classes ``cse_config.json`` may name as ``model_class``: this package's own only, so that a
+# directory cannot make the loader import arbitrary code. Exports written before ``model_class`` was
+# recorded name SARCSE's encoder by ``model_kind: sarcse``.
+MODEL_CLASS_PACKAGE = "cse."
+LEGACY_MODEL_KINDS = {"sarcse": "cse.autoencoding:SARCSEModel"}
+
+
+def model_class_path(model_class: type) -> str:
+    """``module:name``, as ``cse_config.json`` records an export's class."""
+    return f"{model_class.__module__}:{model_class.__qualname__}"
+
+
+def exported_class(model_dir: str, config: dict) -> type:
+    """The class ``cse_config.json`` names (``model_class``, or an older ``model_kind``)."""
+    path = config.get("model_class") or LEGACY_MODEL_KINDS.get(config.get("model_kind"))
+    if path is None or not path.startswith(MODEL_CLASS_PACKAGE) or ":" not in path:
+        raise CSEUsageError(
+            f"{model_dir}: {CSE_CONFIG_NAME} names no encoder class of this package "
+            f"({config.get('model_class') or config.get('model_kind')!r})",
+            hint="load it with the code that exported it",
+        )
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def load_model(model_name_or_path: str, pooler_type: str | None = None, **kwargs) -> CSEModel:
-    """The encoder a directory holds: the class its ``cse_config.json`` names as ``model_kind`` (exports
-    whose sentence embedding is more than a pooled backbone; a method's record lists the kinds it
-    writes, :func:`cse.registry.model_kind`), else a backbone + pooler (:meth:`CSEModel.from_pretrained`)."""
+    """The encoder a directory holds: the class its ``cse_config.json`` names (exports whose sentence
+    embedding is more than a pooled backbone, such as SARCSE's), imported alone (not the trainer nor
+    the methods), else a backbone + pooler (:meth:`CSEModel.from_pretrained`)."""
     model_name_or_path = check_model_path(model_name_or_path, kwargs.get("cache_dir"))
-    kind = read_cse_config(model_name_or_path).get("model_kind")
-    if kind is None:
+    config = read_cse_config(model_name_or_path)
+    if "model_class" not in config and "model_kind" not in config:
         return CSEModel.from_pretrained(model_name_or_path, pooler_type=pooler_type, **kwargs)
-    model_class = registry.model_kind(kind)
-    if model_class is None:
-        raise ValueError(f"{model_name_or_path}: unknown model_kind {kind!r} in {CSE_CONFIG_NAME}")
-    return model_class.from_pretrained(model_name_or_path, pooler_type=pooler_type, **kwargs)
+    return exported_class(model_name_or_path, config).from_pretrained(
+        model_name_or_path, pooler_type=pooler_type, **kwargs
+    )

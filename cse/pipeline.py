@@ -1,10 +1,12 @@
-"""The body every ``run_*.py`` shares: logging, corpus, trainer, training (resuming where a run
+"""The body every ``run_*.py`` and ``run_cse.py`` shares (:func:`run_method`, :func:`train`): the
+parts' build (:func:`cse.build.build`), logging, corpus, trainer, training (resuming where a run
 stopped), the end of the run (:func:`finish_run`: the best encoder's export, the final STS table and
 the model card, ``cse_config.json`` last, each file written atomically; the same command completes a
 run stopped before it) and, with ``--push_to_hub``, the upload of the exported encoder."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -12,15 +14,20 @@ import sys
 
 import datasets
 import transformers
+from transformers import set_seed
 
+from .arguments import parse_args
 from .atomic import STAGING_NAME, atomic_path, publish, staging_dir, write_json
+from .build import build
 from .data import TwoViewCollator, build_train_dataset
-from .environment import collect_environment
+from .environment import check_min_versions, collect_environment
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .model_card import push_encoder, write_model_card
-from .modeling import CSE_CONFIG_NAME, CSEModel
+from .modeling import CSE_CONFIG_NAME
+from .parts import Part
 from .paths import default_train_file
+from .registry import MethodRecord
 from .reliability import output_dir_lock
 from .results import markdown_table
 from .resume import (
@@ -64,30 +71,45 @@ def check_precision(training_args) -> None:
         )
 
 
-def load_encoder(model_args) -> CSEModel:
-    """The pretrained backbone, tokenizer and pooler that ``model_args`` name."""
-    return CSEModel.from_pretrained(
-        model_args.model_name_or_path,
-        pooler_type=model_args.pooler_type,
-        mlp_only_train=model_args.mlp_only_train,
-        tokenizer_name_or_path=model_args.tokenizer_name,
-        cache_dir=model_args.cache_dir,
-        attn_implementation=model_args.attn_implementation,
-    )
+def method_settings(record: MethodRecord, parts: list[Part]) -> dict | None:
+    """The ``method`` group of ``run_args.json``: a preset's flags, or a composition's parts and each
+    part's flags (None for SimCSE, which has none)."""
+    if record.parts:
+        return {"parts": [part.name for part in parts], **{p.name: dataclasses.asdict(p.args) for p in parts}}
+    return dataclasses.asdict(parts[0].args) if parts and parts[0].args is not None else None
+
+
+def run_method(record: MethodRecord, argv: list[str] | None = None, callbacks=()):
+    r"""The ``main`` of a method's run script: parse its flags (the record's dataclasses: a config file
+    first, then flags), then :func:`train` its preset (its one part, none for SimCSE). ``callbacks``
+    (``TrainerCallback``\ s) join the Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
+    check_min_versions()
+    model_args, data_args, training_args, *flags = parse_args(record.argument_types, argv)
+    parts = record.preset(flags[0] if flags else None, model_args)
+    return train(record, parts, model_args, data_args, training_args, callbacks)
+
+
+def train(record: MethodRecord, parts: list[Part], model_args, data_args, training_args, callbacks=()):
+    """Build the parts' model and loss (:func:`cse.build.build`), then what the parts need before the
+    corpus is read (SG-BERT's default corpus and early stopping), then train and evaluate them
+    (:func:`train_built`). Returns the trainer."""
+    setup_logging(training_args)
+    set_seed(training_args.seed)
+    model, loss = build(parts, model_args)
+    check_precision(training_args)  # before a part writes into the output directory
+    callbacks = [*callbacks, *(callback for part in parts for callback in part.prepare_run(data_args, training_args))]
+    return train_built(model_args, data_args, training_args, record, parts, model, loss, callbacks)
 
 
 def save_model_card(
-    trainer, model_args, data_args, method_args, train_sentences: int, reports: dict, export_dir: str
+    trainer, record, model_args, data_args, settings, train_sentences: int, reports: dict, export_dir: str
 ) -> None:
     """Write the exported encoder's ``README.md`` (:mod:`cse.model_card`) into ``export_dir``, where
-    the export is staged, in the main process, for the method the trainer was built for (its
-    ``method`` record, :meth:`cse.registry.MethodRecord.pieces`)."""
+    the export is staged, in the main process, for the method ``record`` (a composition's names
+    every part)."""
     if not trainer.is_world_process_zero():
         return
     args = trainer.args
-    record = trainer.method
-    if record is None:
-        raise ValueError("the trainer was built without its method's record (MethodRecord.pieces): no model card")
     write_model_card(
         args.output_dir,
         method=record,
@@ -95,7 +117,7 @@ def save_model_card(
         train_source=data_args.dataset_name or data_args.train_file or default_train_file(),
         train_dataset_name=data_args.dataset_name,
         train_sentences=train_sentences,
-        settings=run_settings(model_args, data_args, args, method_args, trainer.corpus_statistics, record.name),
+        settings=run_settings(model_args, data_args, args, settings, trainer.corpus_statistics, record.name),
         selection=model_selection(trainer),
         reports=reports,
         citations=list(dict.fromkeys([*record.citations, *trainer.citations])),
@@ -105,105 +127,82 @@ def save_model_card(
     )
 
 
-def build_trainer(model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, **trainer_kwargs):
-    """The trainer of ``model`` and ``loss`` on the corpus ``data_args`` name (tokenised here)."""
+def build_trainer(model_args, data_args, training_args, model, loss, parts: list[Part] = (), **trainer_kwargs):
+    """The trainer of ``model``, ``loss`` and ``parts`` on the corpus ``data_args`` name (tokenised
+    here), its batches' views remade by the parts (:meth:`~cse.parts.Part.views`)."""
     global_batch = training_args.per_device_train_batch_size * training_args.world_size
     with training_args.main_process_first(desc="corpus tokenisation"):
         train_dataset, statistics = build_train_dataset(
             data_args, model.tokenizer, global_batch, cache_dir=model_args.cache_dir
         )
-    return trainer_class(
+    return CSETrainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
         data_collator=TwoViewCollator(
-            model.tokenizer, max_length=data_args.max_seq_length if data_args.pad_to_max_length else None
+            model.tokenizer,
+            max_length=data_args.max_seq_length if data_args.pad_to_max_length else None,
+            views=[part.views for part in parts],
         ),
         processing_class=model.tokenizer,
         loss=loss,
+        parts=parts,
         senteval_data_dir=data_args.senteval_data_dir,
         corpus_statistics=statistics,
         **trainer_kwargs,
     )
 
 
-def train_and_evaluate(
-    model_args, data_args, training_args, model, loss, trainer_class=CSETrainer, method_args=None, **trainer_kwargs
-):
-    """Train ``model`` with ``loss`` (``trainer_class`` gets ``trainer_kwargs``; ``method_args``, the
-    method's dataclass, guards resumption with the rest), save the best encoder to ``output_dir`` with
-    its model card and, unless ``--final_eval none``, print and save its STS table (the card includes
-    it) (:func:`finish_run`); with ``--push_to_hub``, upload the finished directory. Returns the
-    trainer.
+def train_built(model_args, data_args, training_args, record, parts, model, loss, callbacks=()):
+    """Train ``model`` with ``loss`` and ``parts`` (``record``: the method, which names the run in
+    ``run_args.json`` and the model card), save the best encoder to ``output_dir`` with its model
+    card and, unless ``--final_eval none``, print and save its STS table (the card includes it)
+    (:func:`finish_run`); with ``--push_to_hub``, upload the finished directory. ``callbacks`` join
+    the Trainer's. Returns the trainer.
 
-    What the run needs at its end is checked before it starts: the precision, and the final
-    evaluation's data (read now; the trainer reads the dev sets when it is built). Then the run holds
-    ``output_dir`` throughout (:func:`cse.reliability.output_dir_lock`)."""
-    check_precision(training_args)
+    A ``--resume_from_checkpoint`` saved by another model layout is refused first, before the corpus
+    is read: the Trainer would load it non-strictly. What the run needs at its end is checked before
+    it starts: the final evaluation's data (read now; the trainer reads the dev sets when it is
+    built). Then the run holds ``output_dir`` throughout (:func:`cse.reliability.output_dir_lock`)."""
+    if training_args.resume_from_checkpoint:
+        check_checkpoint_matches(model, training_args.resume_from_checkpoint)
     final_suite = (
         SentEvalSuite("sts", training_args.final_eval, data_args.senteval_data_dir, progress=True)
         if training_args.final_eval != "none"
         else None
     )
+    settings = method_settings(record, parts)
     with output_dir_lock(training_args):
-        return _train_and_evaluate(
-            model_args, data_args, training_args, model, loss, trainer_class, method_args, final_suite, **trainer_kwargs
+        trainer = build_trainer(model_args, data_args, training_args, model, loss, parts, callbacks=list(callbacks))
+        checkpoint = find_checkpoint(
+            model_args,
+            data_args,
+            training_args,
+            settings,
+            method_files=trainer.checkpoint_files(),
+            corpus=trainer.corpus_statistics,
+            method=record.name,
         )
-
-
-def train_built(model_args, data_args, training_args, built, method_args=None, callbacks=()):
-    """:func:`train_and_evaluate` of what a method's ``build`` returns, ``(model, loss, trainer_class,
-    trainer_kwargs)``; ``callbacks`` join the Trainer's. A ``--resume_from_checkpoint`` saved by another
-    model layout is refused first, before the corpus is read: the Trainer would load it non-strictly."""
-    model, loss, trainer_class, trainer_kwargs = built
-    if training_args.resume_from_checkpoint:
-        check_checkpoint_matches(model, training_args.resume_from_checkpoint)
-    return train_and_evaluate(
-        model_args,
-        data_args,
-        training_args,
-        model,
-        loss,
-        trainer_class,
-        method_args,
-        callbacks=list(callbacks),
-        **trainer_kwargs,
-    )
-
-
-def _train_and_evaluate(
-    model_args, data_args, training_args, model, loss, trainer_class, method_args, final_suite, **trainer_kwargs
-):
-    trainer = build_trainer(model_args, data_args, training_args, model, loss, trainer_class, **trainer_kwargs)
-    checkpoint = find_checkpoint(
-        model_args,
-        data_args,
-        training_args,
-        method_args,
-        method_files=trainer.checkpoint_files(),
-        corpus=trainer.corpus_statistics,
-        method=trainer.method.name if trainer.method is not None else None,
-    )
-    # Every process has read the output directory before the main one writes the run's end into it:
-    # completing a run (below) takes no collective step before the final evaluation, so a process
-    # that started late could otherwise find the run already finished.
-    trainer.accelerator.wait_for_everyone()
-    # A checkpoint at the last step: training had ended when the run was stopped; the same command
-    # completes what comes after it (what an earlier attempt wrote whole is kept).
-    ended = checkpoint is not None and training_ended(checkpoint)
-    if ended:
-        trainer.restore_trained(checkpoint)
-    train_metrics = None if ended else trainer.train(resume_from_checkpoint=checkpoint).metrics
-    check_best_model_loaded(trainer)
-    finish_run(trainer, model_args, data_args, method_args, final_suite, train_metrics)
-    if training_args.push_to_hub and trainer.is_world_process_zero():
-        push_encoder(
-            training_args.output_dir,
-            trainer.hub_model_id,
-            token=training_args.hub_token,
-            revision=training_args.hub_revision,
-        )
-    return trainer
+        # Every process has read the output directory before the main one writes the run's end into it:
+        # completing a run (below) takes no collective step before the final evaluation, so a process
+        # that started late could otherwise find the run already finished.
+        trainer.accelerator.wait_for_everyone()
+        # A checkpoint at the last step: training had ended when the run was stopped; the same command
+        # completes what comes after it (what an earlier attempt wrote whole is kept).
+        ended = checkpoint is not None and training_ended(checkpoint)
+        if ended:
+            trainer.restore_trained(checkpoint)
+        train_metrics = None if ended else trainer.train(resume_from_checkpoint=checkpoint).metrics
+        check_best_model_loaded(trainer)
+        finish_run(trainer, record, model_args, data_args, settings, final_suite, train_metrics)
+        if training_args.push_to_hub and trainer.is_world_process_zero():
+            push_encoder(
+                training_args.output_dir,
+                trainer.hub_model_id,
+                token=training_args.hub_token,
+                revision=training_args.hub_revision,
+            )
+        return trainer
 
 
 def save_train_results(trainer, metrics: dict | None) -> None:
@@ -244,7 +243,7 @@ def final_report(trainer, final_suite, keep: bool) -> dict:
     return report
 
 
-def finish_run(trainer, model_args, data_args, method_args, final_suite, train_metrics: dict | None) -> None:
+def finish_run(trainer, record, model_args, data_args, settings, final_suite, train_metrics: dict | None) -> None:
     """Everything a run writes after training, ``cse_config.json`` last: the training metrics and
     state, the export (staged in ``output_dir/_export.tmp``), the final STS table unless
     ``--final_eval none``, the model card; then the staged files are moved into place
@@ -266,7 +265,7 @@ def finish_run(trainer, model_args, data_args, method_args, final_suite, train_m
                     {os.path.basename(os.path.normpath(args.output_dir)): report["scores"]}, list(report["scores"])
                 )
             )
-    save_model_card(trainer, model_args, data_args, method_args, len(trainer.train_dataset), reports, staging)
+    save_model_card(trainer, record, model_args, data_args, settings, len(trainer.train_dataset), reports, staging)
     if args.should_save:
         publish(staging, args.output_dir, last=(CSE_CONFIG_NAME,))
         logger.info("the trained encoder, its results and model card are in %s", args.output_dir)

@@ -1,26 +1,31 @@
-"""The method records: everything the rest of the code base knows about a method, in one place.
+"""The method records: the catalogue of methods, each the run-level facts about one part.
 
-Each ``cse/methods/<method>.py`` declares one :class:`MethodRecord` and :func:`register`\\ s it. The
-model card (name, paper), ``python -m cse.diagnostics`` (arguments, build, term weights), the
-benchmark (script and paper configuration), :func:`cse.modeling.load_model` (exported model kinds)
-and the run scripts read these records; nothing else is keyed by a method's name.
+Each ``cse/methods/<method>.py`` declares its :class:`~cse.parts.Part` (name, paper, docs, flags,
+hooks) and :func:`register`\\ s a :class:`MethodRecord`: the part, the argument dataclasses its run
+script parses, the benchmark's shapes and named variants. The model card, ``python -m
+cse.diagnostics``, the benchmark, the run scripts and the listings in the docs read these records;
+nothing else is keyed by a method's name.
 
 A new method is a new module under ``cse/methods/`` with its record; it is found by importing the
-package (:func:`records`), with no list to extend.
+package (:func:`records`), with no list to extend. A part outside the package registers its record
+when its file is imported (docs/extending.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import pkgutil
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from . import citations
 from .arguments import CSETrainingArguments, DataArguments, ModelArguments, read_config_file
+from .errors import CSEUsageError
+from .parts import Part
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # SimCSE's argument dataclasses, which every method extends or reuses
@@ -59,77 +64,105 @@ def shape_overrides(argv: list[str]) -> dict:
 
 @dataclass(frozen=True)
 class MethodRecord:
-    """One method.
+    """One method, or a composition of several (``parts``).
 
-    ``build(model_args, method_args)`` returns ``(model, loss, trainer_class, trainer_kwargs)``, the
-    pieces ``cse.pipeline.train_built`` trains (without one, those of its ``part`` alone on SimCSE's
-    base, :func:`cse.composition.build`); ``method_arguments`` is the method's own dataclass
-    (``None`` for SimCSE), ``arguments`` the model, data and training dataclasses its script parses.
-    ``variants``: named flag sets that select a variant (``python -m cse.diagnostics --method``).
-    ``model_kinds``: the ``model_kind`` its exports record in ``cse_config.json`` -> the class that
-    loads them. ``part``: what it adds to a composed run (:class:`cse.composition.Part`). The terms
-    and their weights, and the state files a checkpoint holds, are the trainer's to say
-    (``step_terms``, ``term_weights``, ``checkpoint_files``): they depend on the run's settings, and
-    a composed trainer gathers its parts' through ``super()``."""
+    ``part``: the method's :class:`~cse.parts.Part` (its name, paper, docs and flags are the part's);
+    ``arguments``: the model, data and training dataclasses its run script parses (SimCSE's, or the
+    method's own defaults); ``bench``: the benchmark's variants of it; ``variants``: named flag sets
+    that select a variant (``python -m cse.diagnostics --method sg-opt``); ``base``: SimCSE, the base
+    every part extends, which is no part of a composition; ``parts``: a composition's records."""
 
-    name: str
-    display_name: str
-    citation: str
-    docs: str  # its page, relative to the repository root
-    build: Callable | None = None
-    method_arguments: type | None = None
+    part: type[Part]
     arguments: tuple[type, ...] = BASE_ARGUMENTS
     bench: Mapping[str, BenchShape] = field(default_factory=dict)
     variants: Mapping[str, tuple[str, ...]] | None = None
-    model_kinds: Mapping[str, type] = field(default_factory=dict)
-    # what the method adds to a composed run (cse.composition.Part), None if it is no part
-    part: Any = None
-    # a composed run's record: the records of its parts (cse.composition.composed_record)
-    parts: tuple[MethodRecord, ...] = ()
-    # further per-batch readings of ``python -m cse.diagnostics``, each reported under its key:
-    # (trainer, model, inputs) -> {name: float}, or {} where they do not apply
-    readings: Mapping[str, Callable] = field(default_factory=dict)
-    # the flags that make a run of it small, for smoke tests on a tiny random backbone of its ``bench``
-    # family: what the method adds made small, what a few steps cannot use switched off (``()``: none)
-    tiny_args: tuple[str, ...] | None = None
-    # the base every composed run extends and the benchmark's overheads are measured against (SimCSE):
-    # it is no part of a composition
     base: bool = False
+    parts: tuple[MethodRecord, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return "+".join(r.name for r in self.parts) if self.parts else self.part.name
+
+    @property
+    def display_name(self) -> str:
+        return " + ".join(r.display_name for r in self.parts) if self.parts else self.part.display_name
+
+    @property
+    def citation(self) -> str:
+        """Its paper's BibTeX entry (a composition's: see :attr:`citations`)."""
+        return self.part.citation
+
+    @property
+    def docs(self) -> str:
+        return "docs/composition.md" if self.parts else self.part.docs
+
+    @property
+    def method_arguments(self) -> type | None:
+        """The method's own flags (its part's dataclass; None for SimCSE)."""
+        return self.part.Flags
 
     @property
     def citations(self) -> tuple[str, ...]:
         """The BibTeX entries of its paper, or of each part's paper and SimCSE's (the base) for a composed run."""
         if not self.parts:
-            return (self.citation,)
-        return tuple(dict.fromkeys([*(part.citation for part in self.parts), citations.SIMCSE]))
+            return (self.part.citation,)
+        return tuple(dict.fromkeys([*(part.part.citation for part in self.parts), citations.SIMCSE]))
 
     @property
     def argument_types(self) -> tuple[type, ...]:
         """The dataclasses its run script parses, the method's own last."""
         return (*self.arguments, *([self.method_arguments] if self.method_arguments else []))
 
-    def pieces(self, model_args, method_args=None) -> tuple:
-        """:attr:`build`'s ``(model, loss, trainer_class, trainer_kwargs)``, the trainer told which method
-        it trains (``method=self``: the model card's name and paper)."""
-        if self.build is not None:
-            model, loss, trainer_class, trainer_kwargs = self.build(model_args, method_args)
-            return model, loss, trainer_class, {**trainer_kwargs, "method": self}
-        from .composition import build  # which imports this module
-
-        model, loss, trainer_class, trainer_kwargs = build([self], model_args, [method_args])
-        # a composition of one part: the card names it as a part and cites SimCSE, the base
-        return model, loss, trainer_class, {**trainer_kwargs, "method": replace(self, parts=(self,))}
+    def preset(self, args, model_args) -> list[Part]:
+        """The parts its run script trains: its one part with ``args`` (its flags), none for SimCSE."""
+        return [] if self.base else [self.part(args, model_args)]
 
     def variant_flags(self) -> dict[str, tuple[str, ...]]:
         """Its variants' names and flags; a method without variants is one, by its own name."""
         return dict(self.variants) if self.variants is not None else {self.name: ()}
 
 
+def composed(chosen: list[MethodRecord]) -> MethodRecord:
+    """The record of the composition of ``chosen`` (a single one: its own record)."""
+    return chosen[0] if len(chosen) == 1 else MethodRecord(part=Part, parts=tuple(chosen))
+
+
+def record_problem(record: MethodRecord) -> str | None:
+    """What a record lacks that a run needs before it ends (its model card's name, paper and page)."""
+    part = record.part
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", part.name or ""):
+        return f"{part.__name__}.name must be a lowercase identifier (how --parts names it), got {part.name!r}"
+    if not part.display_name:
+        return f"part {part.name!r} has no display_name (the model card's name for it)"
+    if not has_title(part.citation):
+        return f"part {part.name!r} has no citation with a title (a BibTeX entry: the model card cites it)"
+    if not part.docs:
+        return f"part {part.name!r} has no docs (its documentation page, a path or address)"
+    if part.Flags is not None and not dataclasses.is_dataclass(part.Flags):
+        return f"part {part.name!r}: Flags must be a dataclass of its flags, got {part.Flags!r}"
+    return None
+
+
+def has_title(entry: str | None) -> bool:
+    """Whether ``entry`` is a BibTeX entry with a ``title`` field, one field a line."""
+    try:
+        return bool(entry and citations.bibtex_field(entry, "title"))
+    except KeyError:
+        return False
+
+
 _RECORDS: dict[str, MethodRecord] = {}
+_PROBLEMS: list[str] = []
 
 
 def register(record: MethodRecord) -> MethodRecord:
-    """Add a method's record (once per name)."""
+    """Add a method's record (once per name). A record that lacks what a run needs is kept out, and
+    :func:`records` refuses to go on, naming what it lacks: the first command run after the import
+    stops before any work, in one line."""
+    problem = record_problem(record)
+    if problem is not None:
+        _PROBLEMS.append(problem)
+        return record
     if _RECORDS.get(record.name, record) is not record:
         raise ValueError(f"a method named {record.name!r} is registered already")
     _RECORDS[record.name] = record
@@ -141,6 +174,8 @@ def records() -> list[MethodRecord]:
     package = importlib.import_module("cse.methods")
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{info.name}")
+    if _PROBLEMS:
+        raise CSEUsageError(_PROBLEMS[0], hint="see docs/extending.md: what a part declares")
     return list(_RECORDS.values())
 
 
@@ -150,14 +185,6 @@ def get(name: str) -> MethodRecord:
     if name not in found:
         raise KeyError(f"no method {name!r}; methods: {', '.join(found)}")
     return found[name]
-
-
-def model_kind(kind: str) -> type | None:
-    """The class that loads exports whose ``cse_config.json`` records ``model_kind: kind``."""
-    for record in records():
-        if kind in record.model_kinds:
-            return record.model_kinds[kind]
-    return None
 
 
 def variant(name: str) -> tuple[MethodRecord, tuple[str, ...]]:
@@ -171,3 +198,12 @@ def variant(name: str) -> tuple[MethodRecord, tuple[str, ...]]:
 
 def variant_names() -> list[str]:
     return [name for record in records() for name in record.variant_flags()]
+
+
+def parts() -> list[MethodRecord]:
+    """The records of the methods that are parts of compositions, in the order of their names."""
+    return sorted((r for r in records() if not r.base), key=lambda r: r.name)
+
+
+def part_names() -> list[str]:
+    return [record.name for record in parts()]

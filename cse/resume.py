@@ -160,10 +160,11 @@ def last_complete_checkpoint(output_dir: str, training_args, method_files=()) ->
 
 
 def run_settings(model_args, data_args, training_args, method_args=None, corpus=None, method=None) -> dict:
-    """The settings :func:`find_checkpoint` records and compares; ``corpus``: the training corpus'
-    :class:`cse.data.CorpusStatistics` (its sentence and distinct counts: the same path may hold another
-    corpus); ``method``: the name of the method or composition (``vadvcse+mixcse``), which tells apart
-    methods whose own arguments alone do not (SimCSE has none)."""
+    """The settings :func:`find_checkpoint` records and compares; ``method_args``: the method's flags
+    (a dataclass, or their values: a composition's parts and each part's flags); ``corpus``: the
+    training corpus' :class:`cse.data.CorpusStatistics` (its sentence and distinct counts: the same
+    path may hold another corpus); ``method``: the name of the method or composition
+    (``mixcse+vadvcse``), which tells apart methods whose own arguments alone do not (SimCSE has none)."""
     settings = {
         **({"run": {"method": method}} if method is not None else {}),
         "model": dataclasses.asdict(model_args),
@@ -171,7 +172,7 @@ def run_settings(model_args, data_args, training_args, method_args=None, corpus=
         "training": {k: getattr(training_args, k, None) for k in RESUME_SENSITIVE},
     }
     if method_args is not None:
-        settings["method"] = dataclasses.asdict(method_args)
+        settings["method"] = method_args if isinstance(method_args, dict) else dataclasses.asdict(method_args)
     if corpus is not None:
         settings["corpus"] = corpus.settings()
     return json.loads(json.dumps(settings, default=str))

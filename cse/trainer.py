@@ -1,5 +1,6 @@
-"""``CSETrainer``: the Hugging Face Trainer with a contrastive ``compute_loss`` and an ``evaluate``
-that scores STS-B dev and SICK-R trial under the SentEval protocol.
+"""``CSETrainer``: the Hugging Face Trainer running the step program of a list of parts
+(:mod:`cse.parts`) in ``compute_loss``, and an ``evaluate`` that scores STS-B dev and SICK-R trial
+under the SentEval protocol.
 
 Only public hooks are overridden, so checkpointing, best-model selection
 (``load_best_model_at_end`` with ``metric_for_best_model="stsb_spearman"``), resumption, logging,
@@ -8,30 +9,26 @@ mixed precision and accelerate/DeepSpeed launching are the stock Trainer's.
 
 from __future__ import annotations
 
-import functools
 import logging
-import operator
 import os
 from collections.abc import Sized
-from typing import NamedTuple
 
 import torch
 from accelerate.utils import broadcast_object_list
 from safetensors.torch import load_file
 from torch import nn
-from transformers import PreTrainedModel, Trainer
+from transformers import PreTrainedModel, Trainer, TrainerCallback
 from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import IntervalStrategy
 from transformers.utils import SAFE_WEIGHTS_NAME
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
-from . import citations
 from .data import CorpusStatistics
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
-from .registry import MethodRecord
+from .parts import Part, Step, StepLoss, total
 from .reliability import PROGRESS, NonFiniteGuard, check_finite_weights
-from .resume import TRAINER_STATE_NAME, check_checkpoint_matches
+from .resume import TRAINER_STATE_NAME, check_checkpoint_matches, resolve_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -39,31 +36,27 @@ logger = logging.getLogger(__name__)
 DEV_METRICS = {"STS-B": "stsb_spearman", "SICK-R": "sickr_spearman", "Avg.": "avg_sts"}
 
 
-def total(terms: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The sum of the terms, left to right, with no operator beyond the additions."""
-    return functools.reduce(operator.add, terms.values())
-
-
-class StepLoss(NamedTuple):
-    """A batch's loss as :meth:`CSETrainer.training_loss` gives it: ``terms``, the weighted terms by
-    name (``term_<t>`` in the log), whose sum (:func:`total`) is the loss; ``statistics``, scalars for
-    the training log (:meth:`CSETrainer.record_training_metrics`); ``outputs``, the model's
-    (``embeddings``: the two views')."""
-
-    terms: dict[str, torch.Tensor]
-    statistics: dict[str, torch.Tensor]
-    outputs: dict
-
-
-def pair_loss_terms(loss: nn.Module, anchors, positives, separate: bool = False):
-    """``(terms, statistics)`` of a loss of the two views' embeddings: its own ``terms`` where it has
-    them (:mod:`cse.losses`' with statistics or separable terms), else its value as the one term
-    ``contrastive``. ``separate``: split the terms as finely as the loss can, at the cost of operators
-    (the logging steps of ``--log_term_gradients`` only)."""
+def base_terms(loss: nn.Module | None, outputs: dict, separate: bool = False):
+    """``(terms, statistics)`` of the loss of the training forward's two views (``outputs["embeddings"]``,
+    ``(batch, 2, d)``): the loss's own ``terms`` where it has them (:mod:`cse.losses`' with statistics
+    or separable terms), else its value as the one term ``contrastive``; none without a loss (a part
+    gives the whole objective). ``separate``: split the terms as finely as the loss can, at the cost
+    of operators (the logging steps of ``--log_term_gradients`` only)."""
+    if loss is None:
+        return {}, {}
+    views = outputs["embeddings"]
     terms = getattr(loss, "terms", None)
     if terms is None:
-        return {"contrastive": loss(anchors, positives)}, {}
-    return terms(anchors, positives, separate=separate)
+        return {"contrastive": loss(views[:, 0], views[:, 1])}, {}
+    return terms(views[:, 0], views[:, 1], separate=separate)
+
+
+def merged(into: dict, added: dict, what: str, part: Part) -> None:
+    """``into`` updated with ``added``, refusing a name twice: two parts' terms never overwrite each other."""
+    clash = sorted(into.keys() & added.keys())
+    if clash:
+        raise ValueError(f"part {part.name!r} adds the {what} {clash[0]!r}, which the loss or another part gives")
+    into.update(added)
 
 
 def term_gradients(terms: dict[str, torch.Tensor], parameters: list[torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -87,34 +80,38 @@ def term_gradients(terms: dict[str, torch.Tensor], parameters: list[torch.Tensor
 
 
 class CSETrainer(Trainer):
-    """Args (besides the Trainer's):
-    loss: module mapping the two views' embeddings ``(anchors, positives)`` to a scalar.
+    """The Trainer of a list of parts (:mod:`cse.parts`): each step runs their step program
+    (:meth:`step_terms`), each optimizer step their :meth:`~cse.parts.Part.after_step`, each
+    checkpoint holds their state.
+
+    Args (besides the Trainer's):
+    loss: module mapping the two views' embeddings ``(anchors, positives)`` to a scalar, or None
+        where a part gives the whole objective (:func:`cse.build.build` makes both).
+    parts: the run's parts, in the order their hooks run (``[]``: SimCSE).
     senteval_data_dir: SentEval data for model selection (default ``$CSE_DATA_DIR/senteval``).
     corpus_statistics: the training corpus' :class:`cse.data.CorpusStatistics`, recorded in
         ``run_args.json`` and the model card (None: not counted).
-    method: the record of the method trained (:mod:`cse.registry`), which names it in the model card.
     """
 
-    citation = citations.SIMCSE
     # The loss is a per-batch mean, so the Trainer must divide it by the accumulation steps.
     loss_is_scaled_for_ga = False
 
     def __init__(
         self,
         *args,
-        loss: nn.Module,
+        loss: nn.Module | None,
+        parts: list[Part] = (),
         senteval_data_dir: str | None = None,
         eval_dataset=None,
         corpus_statistics: CorpusStatistics | None = None,
-        method: MethodRecord | None = None,
         **kwargs,
     ):
         if eval_dataset is None:
             eval_dataset = SentEvalSuite("sts", "dev", senteval_data_dir)
         super().__init__(*args, eval_dataset=eval_dataset, **kwargs)
         self.loss_fn = loss
+        self.parts = list(parts)
         self.corpus_statistics = corpus_statistics
-        self.method = method
         self._recorded: dict[str, list[torch.Tensor]] = {}
         self._compiled_training_loss = None
         if self.args.torch_compile:
@@ -159,19 +156,31 @@ class CSETrainer(Trainer):
             f"DeepSpeed ZeRO-{self.zero_stage}" if self.is_deepspeed_enabled else "no DeepSpeed",
             getattr(loss, "get_config_dict", dict)(),
         )
+        for part in self.parts:
+            part.setup(self)
+        self.add_callback(PartHooks(self))
+
+    def part(self, name: str) -> Part:
+        """The run's part named ``name`` (for code that inspects a run; parts never ask for each other)."""
+        for part in self.parts:
+            if part.name == name:
+                return part
+        raise KeyError(f"this run has no part {name!r}; its parts: {', '.join(p.name for p in self.parts) or 'none'}")
 
     def checkpoint_files(self) -> tuple[str, ...]:
-        """The state files this trainer adds to every checkpoint, without which a resume would not
+        """The state files the parts add to every checkpoint, without which a resume would not
         continue the same run (:func:`cse.resume.checkpoint_problem`)."""
-        return ()
+        return tuple(name for part in self.parts for name in part.state_files(self))
 
     @property
     def citations(self) -> list[str]:
-        """BibTeX entries of this trainer's method and of every loss it holds, and every loss those hold
-        (``AdversarialInfoNCELoss(base=MixCSELoss(...))`` cites both papers), each once, the method's
-        first: what the model card cites."""
-        held = [m for value in vars(self).values() if isinstance(value, nn.Module) for m in value.modules()]
-        return list(dict.fromkeys([self.citation, *(m.citation for m in held if hasattr(m, "citation"))]))
+        """BibTeX entries of the parts' papers and of every loss the trainer and its parts hold, and
+        every loss those hold (``AdversarialInfoNCELoss(base=MixCSELoss(...))`` cites both papers),
+        each once: what the model card cites after the method's own."""
+        values = [value for holder in [self, *self.parts] for value in vars(holder).values()]
+        held = [m for value in values if isinstance(value, nn.Module) for m in value.modules()]
+        entries = [part.citation for part in self.parts] + [m.citation for m in held if hasattr(m, "citation")]
+        return list(dict.fromkeys(entries))
 
     @property
     def zero_stage(self) -> int | None:
@@ -194,13 +203,13 @@ class CSETrainer(Trainer):
             loss, step = self.training_loss(model, inputs, separate=True)
             self.record_training_metrics(**term_gradients(step.terms, self.encoder_parameters()))
         else:
-            loss, step = self._training_loss(model, inputs)
+            loss, step = self.step_loss_function(model, inputs)
         if model.training:
             self.record_training_metrics(**step.statistics)
         return (loss, step.outputs) if return_outputs else loss
 
     @property
-    def _training_loss(self):
+    def step_loss_function(self):
         """:meth:`training_loss`, compiled under ``--torch_compile``. The Trainer compiles the model's
         forward alone; compiling the forward with the loss (and a method's extra forwards) gives one
         graph per step. The statistics are recorded outside it: that is Python bookkeeping (lists that
@@ -220,22 +229,34 @@ class CSETrainer(Trainer):
         return total(step.terms), step
 
     def step_terms(self, model, inputs, separate: bool = False) -> StepLoss:
-        """The batch's :class:`StepLoss`: the model's forward and the loss's terms. A method that adds
-        a term overrides this, calls ``super().step_terms`` first and adds its terms and statistics
-        to those it gets, so that methods combine by inheritance (``class T(VAdvCSETrainer,
-        MixCSETrainer)`` keeps both methods' terms and statistics). ``separate``: see
-        :func:`pair_loss_terms`."""
-        views = model(**inputs)
-        terms, statistics = pair_loss_terms(self.loss_fn, views[:, 0], views[:, 1], separate)
-        return StepLoss(terms, statistics, {"embeddings": views})
+        """The batch's :class:`~cse.parts.StepLoss`, the step program up to the loss: the model's
+        forward, the loss's terms of the two views, each part's terms and statistics, then each part's
+        weighing of them (:mod:`cse.parts`). ``separate``: see :func:`base_terms`."""
+        outputs = model(**inputs)
+        terms, statistics = base_terms(self.loss_fn, outputs, separate)
+        step = Step(model, self.encoder, inputs, outputs, dict(terms), dict(statistics), separate)
+        for part in self.parts:
+            added, stats = part.terms(step)
+            merged(step.terms, added, "term", part)
+            merged(step.statistics, stats, "statistic", part)
+        for part in self.parts:
+            step.terms, stats = part.weigh(step.terms)
+            merged(step.statistics, stats, "statistic", part)
+        return StepLoss(step.terms, step.statistics, outputs)
 
     def term_weights(self) -> dict[str, float]:
         """The weight of each term :meth:`step_terms` can give: a term is its weight times its raw value
-        (``python -m cse.diagnostics`` divides the weight out). A method that adds a weighted term
-        extends this through ``super()``, as it extends ``step_terms``; the loss weighs its own terms
-        (its ``term_weights()``: SG-BERT's lambda, AdCSE's split of its softmax)."""
-        own = getattr(self.loss_fn, "term_weights", None)
-        return {"contrastive": 1.0, **(own() if own is not None else {})}
+        (``python -m cse.diagnostics`` divides the weight out): the loss's (its ``term_weights()``:
+        AdCSE's split of its softmax), the parts' own, each part's weighing of them."""
+        weights = {}
+        if self.loss_fn is not None:
+            own = getattr(self.loss_fn, "term_weights", None)
+            weights = {"contrastive": 1.0, **(own() if own is not None else {})}
+        for part in self.parts:
+            weights.update(part.term_weights())
+        for part in self.parts:
+            weights, _ = part.weigh(weights)
+        return weights
 
     def is_term_logging_step(self, model) -> bool:
         """Whether the training step under way ends in a log line (``--log_term_gradients``), from the
@@ -303,9 +324,23 @@ class CSETrainer(Trainer):
         return report
 
     def run_suite(self, suite: SentEvalSuite) -> dict:
-        """The suite's report on the current model (main process). A subclass may add scalars computed
-        from the same embeddings under ``report["analysis"]``; ``evaluate`` logs them beside the scores."""
-        return suite.run(self.encode)
+        """The suite's report on the current model (main process): the model selection's suite through
+        a part's selection pooler, if one has it; the parts' analyses of the same embeddings under
+        ``report["analysis"]``, which ``evaluate`` logs beside the scores."""
+        selection = suite is self.eval_dataset
+        pooler = next((p for part in self.parts if selection and (p := part.selection_pooler())), None)
+        encoded = {}
+
+        def encode(sentences):
+            vectors = self.encode(sentences, pooler_type=pooler)
+            encoded.update(zip(sentences, vectors))
+            return vectors
+
+        report = suite.run(encode)
+        analysis = {key: value for part in self.parts for key, value in part.analysis(suite, encoded).items()}
+        if analysis:
+            report["analysis"] = {**report.get("analysis", {}), **analysis}
+        return report
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
         suite = eval_dataset if eval_dataset is not None else self.eval_dataset
@@ -350,6 +385,8 @@ class CSETrainer(Trainer):
             self.model.to(self.args.device)
         else:
             self.model.load_state_dict(weights)
+        for part in self.parts:
+            part.restore(self, checkpoint)
         logger.warning("training had ended at step %d: exporting the model of %s", self.state.global_step, source)
 
     def save_encoder(self, output_dir: str | None = None) -> None:
@@ -363,3 +400,42 @@ class CSETrainer(Trainer):
             check_finite_weights(state_dict or model.state_dict(), output_dir)
             model.save_pretrained(output_dir, state_dict=state_dict)
             logger.debug("encoder saved to %s", output_dir)  # the export's staging directory, in a run
+        for part in self.parts:
+            part.export(self, output_dir)
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        """The Trainer's ``train``, after each part has restored its state from the checkpoint it
+        resumes (``True``: the last complete one in ``output_dir``; another model layout's is refused)
+        or started it."""
+        checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
+        for part in self.parts:
+            part.begin(self, checkpoint)
+        return super().train(resume_from_checkpoint=checkpoint, **kwargs)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        super().save_model(output_dir, _internal_call=_internal_call)
+        # A checkpoint's model is saved first, before its optimizer and Trainer state: the parts' state
+        # written here, not after the checkpoint (on_save), leaves no complete-looking checkpoint without it.
+        for part in self.parts:
+            part.save_state(self, output_dir or self.args.output_dir)
+
+
+class PartHooks(TrainerCallback):
+    """The parts' hooks around the step, at the Trainer's public events: ``on_train_begin`` (the model
+    wrapped, cast and loaded), ``on_step_begin`` (before an optimizer step's first forward) and
+    ``on_optimizer_step`` (right after ``optimizer.step()``)."""
+
+    def __init__(self, trainer: CSETrainer):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        for part in self.trainer.parts:
+            part.train_begin(self.trainer)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        for part in self.trainer.parts:
+            part.step_begin(self.trainer)
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        for part in self.trainer.parts:
+            part.after_step(self.trainer)

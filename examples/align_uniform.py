@@ -24,11 +24,10 @@ import torch
 import torch.nn.functional as F
 
 from cse import composition
-from cse.composition import Part
 from cse.distributed import all_gather_with_grad
 from cse.errors import run_cli
+from cse.parts import Part
 from cse.registry import MethodRecord, register
-from cse.trainer import StepLoss
 
 CITATION = """@inproceedings{wang2020alignment,
   title = {Understanding Contrastive Representation Learning through Alignment and Uniformity on the Hypersphere},
@@ -86,51 +85,32 @@ def align_uniform(anchors: torch.Tensor, positives: torch.Tensor) -> tuple[torch
         return align, (uniformity(h) + uniformity(h_pos)) / 2
 
 
-class AlignUniformMixin:
-    """Adds the terms ``align`` and ``uniform`` (weighted) to those of the trainer it is mixed into,
-    and their unweighted values to the training log (``loss_align``, ``loss_uniform``). It calls
-    ``super()`` first, so it extends whichever trainer the other parts of the run compose."""
+class AlignUniform(Part):
+    """The part: two weighted terms, ``align`` and ``uniform``, added to whatever loss the run's other
+    parts compute (its :meth:`terms`), and their unweighted values in the training log
+    (``loss_align``, ``loss_uniform``)."""
 
-    citation = CITATION  # the model card cites the trainer's paper
+    name = "align_uniform"  # --parts align_uniform
+    display_name = "Align-Uniform"  # the model card's name for it
+    citation = CITATION  # the model card cites it; its title line is required
+    docs = "docs/extending.md"  # its documentation page: a path in your repository or an address
+    equation = (
+        "+ w_a L_align + w_u L_uniform on the two views' normalised embeddings: L_align the mean ||h_i - h_i+||^2, "
+        "L_uniform the two views' mean of log E_{i<j} e^{-2 ||h_i - h_j||^2} (Wang and Isola 2020)"
+    )
+    Flags = AlignUniformArguments
 
-    def __init__(self, *args, align_weight: float = 1.0, uniform_weight: float = 0.1, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.align_weight, self.uniform_weight = align_weight, uniform_weight
-
-    def step_terms(self, model, inputs, separate=False):
-        step = super().step_terms(model, inputs, separate)
+    def terms(self, step):
         views = step.outputs["embeddings"]
         align, uniform = align_uniform(views[:, 0], views[:, 1])
-        terms = {**step.terms, "align": self.align_weight * align, "uniform": self.uniform_weight * uniform}
-        statistics = {**step.statistics, "loss_align": align.detach(), "loss_uniform": uniform.detach()}
-        return StepLoss(terms, statistics, step.outputs)
+        terms = {"align": self.args.align_weight * align, "uniform": self.args.uniform_weight * uniform}
+        return terms, {"loss_align": align.detach(), "loss_uniform": uniform.detach()}
 
     def term_weights(self):
-        return {**super().term_weights(), "align": self.align_weight, "uniform": self.uniform_weight}
+        return {"align": self.args.align_weight, "uniform": self.args.uniform_weight}
 
 
-def trainer_kwargs(model, model_args, args: AlignUniformArguments) -> dict:
-    return {"align_weight": args.align_weight, "uniform_weight": args.uniform_weight}
-
-
-RECORD = register(
-    MethodRecord(
-        name="align_uniform",
-        display_name="Align-Uniform",
-        citation=CITATION,
-        docs="docs/extending.md",
-        method_arguments=AlignUniformArguments,
-        part=Part(
-            trainer=AlignUniformMixin,
-            equation="+ w_a L_align + w_u L_uniform on the two views' normalised embeddings: L_align the mean "
-            "||h_i - h_i+||^2, L_uniform the two views' mean of log E_{i<j} e^{-2 ||h_i - h_j||^2} (Wang and "
-            "Isola 2020)",
-            trainer_kwargs=trainer_kwargs,
-            # after SARCSE's mixin (order 0), whose alpha scales the terms of every part after it (Eq. 12)
-            order=1,
-        ),
-    )
-)
+RECORD = register(MethodRecord(part=AlignUniform))
 
 if __name__ == "__main__":
     run_cli(composition.main)

@@ -16,9 +16,10 @@ def main(out_dir, argv):
     trainer = run_adcse.main(argv)
     model = trainer.accelerator.unwrap_model(trainer.model)
     state = {f"momentum_backbone.{k}": v.contiguous() for k, v in model.momentum_backbone.state_dict().items()}
-    state.update(trainer.adversary_state())
-    if trainer.momentum_master is not None:
-        state.update({f"momentum_master.{k}": v.contiguous().cpu() for k, v in trainer.momentum_master.items()})
+    adcse = trainer.part("adcse")
+    state.update(adcse.adversary_state())
+    if adcse.momentum_master is not None:
+        state.update({f"momentum_master.{k}": v.contiguous().cpu() for k, v in adcse.momentum_master.items()})
     save_file(state, os.path.join(out_dir, f"rank{trainer.args.process_index}.safetensors"))
 
 

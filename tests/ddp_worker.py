@@ -23,7 +23,7 @@ def main(model_dir, batch_file, out_dir):
     local = {k: v[rank * n : (rank + 1) * n] for k, v in batch.items()}
     model = CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True)
     ddp = DistributedDataParallel(model, find_unused_parameters=False)
-    views = ddp(**local)
+    views = ddp(**local)["embeddings"]
     loss = InfoNCELoss(0.05)(views[:, 0], views[:, 1])
     loss.backward()
     grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}

@@ -52,10 +52,24 @@ CASES = {
     "adcse+sarcse": (
         "run_cse",
         "roberta",
-        ["--parts", "adcse,sarcse", "--num_adversaries", "8", "--momentum", "0.9", "--textcnn_channels", "16",
-         "--cnn_channels", "2"],
+        [
+            "--parts",
+            "adcse,sarcse",
+            "--num_adversaries",
+            "8",
+            "--momentum",
+            "0.9",
+            "--textcnn_channels",
+            "16",
+            "--cnn_channels",
+            "2",
+        ],
     ),  # fmt: skip
-    "mixcse+sarcse": ("run_cse", "roberta", ["--parts", "mixcse,sarcse", "--textcnn_channels", "16", "--cnn_channels", "2"]),
+    "mixcse+sarcse": (
+        "run_cse",
+        "roberta",
+        ["--parts", "mixcse,sarcse", "--textcnn_channels", "16", "--cnn_channels", "2"],
+    ),
     "sarcse+vadvcse": (
         "run_cse",
         "roberta",
@@ -64,8 +78,18 @@ CASES = {
     "adcse+mixcse+sarcse": (
         "run_cse",
         "roberta",
-        ["--parts", "adcse,mixcse,sarcse", "--num_adversaries", "8", "--momentum", "0.9", "--textcnn_channels", "16",
-         "--cnn_channels", "2"],
+        [
+            "--parts",
+            "adcse,mixcse,sarcse",
+            "--num_adversaries",
+            "8",
+            "--momentum",
+            "0.9",
+            "--textcnn_channels",
+            "16",
+            "--cnn_channels",
+            "2",
+        ],
     ),  # fmt: skip
     "mixcse+sarcse+vadvcse": (
         "run_cse",

@@ -18,7 +18,7 @@ from cse.arguments import CSETrainingArguments
 from cse.data import TwoViewCollator
 from cse.losses import InfoNCELoss
 from cse.losses.adcse import AdversarialInfoNCELoss
-from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments, AdCSETrainer, MomentumDualEncoder
+from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments, AdCSETrainer
 from cse.modeling import CSEModel
 
 from .conftest import DATA, QUIET_CPU, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, MomentumWeights, torchrun
@@ -162,7 +162,7 @@ def make_trainer(
     set_seed(seed)
     model = CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True, **(backbone_kwargs or {}))
     if untied:
-        model = MomentumDualEncoder.from_encoder(model, momentum=momentum, shared_head=variant == "released")
+        model.attach_momentum_backbone(shared_head=variant == "released")
     model.reset_head()
     hidden = model.config.hidden_size
     loss = (
@@ -189,6 +189,7 @@ def make_trainer(
         loss=loss,
         senteval_data_dir=SENTEVAL,
         callbacks=callbacks,
+        momentum=momentum,
         adversary_learning_rate=adversary_learning_rate,
         adversary_momentum=0.9,
         adversary_weight_decay=adversary_weight_decay,
@@ -198,7 +199,7 @@ def make_trainer(
 def batch_loss(trainer):
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(len(trainer.train_dataset))])
     with torch.no_grad():
-        views = trainer.model(**batch)
+        views = trainer.model(**batch)["embeddings"]
         return trainer.loss_fn(views[:, 0], views[:, 1]).item()
 
 
@@ -244,13 +245,16 @@ def test_gradient_accumulation_equals_one_large_batch(no_dropout_bert, tmp_path)
     common = dict(variant="paper", sentences=SENTENCES, max_steps=2, momentum=0.9, temperature=1.0)
     large = make_trainer(no_dropout_bert, tmp_path / "large", batch=16, **common)
     small = make_trainer(no_dropout_bert, tmp_path / "small", batch=8, gradient_accumulation_steps=2, **common)
-    initial = large.adversaries.detach().clone()
+    initial = large.part("adcse").adversaries.detach().clone()
     for trainer in (large, small):
         trainer.train()
-    assert not torch.allclose(large.adversaries, initial)
-    torch.testing.assert_close(small.adversaries, large.adversaries, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(large.part("adcse").adversaries, initial)
+    torch.testing.assert_close(small.part("adcse").adversaries, large.part("adcse").adversaries, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(
-        small.adversary_state()["momentum_buffer"], large.adversary_state()["momentum_buffer"], rtol=1e-4, atol=1e-5
+        small.part("adcse").adversary_state()["momentum_buffer"],
+        large.part("adcse").adversary_state()["momentum_buffer"],
+        rtol=1e-4,
+        atol=1e-5,
     )
     for (name, a), b in zip(
         large.model.momentum_backbone.named_parameters(), small.model.momentum_backbone.parameters()
@@ -261,28 +265,28 @@ def test_gradient_accumulation_equals_one_large_batch(no_dropout_bert, tmp_path)
 def test_adversary_step_is_sgd_ascent_with_weight_decay_on_the_unscaled_gradient(tiny_bert, tmp_path):
     lr, wd, mu, scale = 0.5, 0.1, 0.9, 1024.0
     trainer = make_trainer(tiny_bert, tmp_path, adversary_learning_rate=lr, adversary_weight_decay=wd)
-    n = trainer.adversaries.detach().double().clone()
+    n = trainer.part("adcse").adversaries.detach().double().clone()
     v = torch.zeros_like(n)
     for _ in range(2):
-        g = torch.randn_like(trainer.adversaries)
-        trainer.adversaries.grad = g * scale  # as an fp16 loss scale leaves it
-        trainer._step_loss_scale = scale
-        trainer.after_optimizer_step()
+        g = torch.randn_like(trainer.part("adcse").adversaries)
+        trainer.part("adcse").adversaries.grad = g * scale  # as an fp16 loss scale leaves it
+        trainer.part("adcse")._step_loss_scale = scale
+        trainer.part("adcse").after_step(trainer)
         # the released code: v <- mu v + (-g + wd n); n <- n - lr v  (ascent on L)
         v = mu * v + (-g.double() + wd * n)
         n = n - lr * v
-        torch.testing.assert_close(trainer.adversaries.detach().double(), n, rtol=1e-5, atol=1e-6)
-        assert trainer.adversaries.grad is None
+        torch.testing.assert_close(trainer.part("adcse").adversaries.detach().double(), n, rtol=1e-5, atol=1e-6)
+        assert trainer.part("adcse").adversaries.grad is None
 
 
 def test_skipped_optimizer_step_moves_neither_adversaries_nor_p(tiny_bert, tmp_path, monkeypatch):
     # As after an fp16 overflow: the scaler skips q's step, so the adversaries and p must stay.
     trainer = make_trainer(tiny_bert, tmp_path, temperature=1.0, adversary_learning_rate=1.0, momentum=0.5)
     monkeypatch.setattr(type(trainer.accelerator), "optimizer_step_was_skipped", property(lambda self: True))
-    n0 = trainer.adversaries.detach().clone()
+    n0 = trainer.part("adcse").adversaries.detach().clone()
     p0 = [t.detach().clone() for t in trainer.model.momentum_backbone.parameters()]
     trainer.train()
-    assert torch.equal(trainer.adversaries, n0) and trainer.adversaries.grad is None
+    assert torch.equal(trainer.part("adcse").adversaries, n0) and trainer.part("adcse").adversaries.grad is None
     assert all(torch.equal(a, b) for a, b in zip(trainer.model.momentum_backbone.parameters(), p0))
 
 
@@ -290,7 +294,7 @@ def test_p_and_adversaries_are_outside_the_encoder_optimizer(tiny_bert, tmp_path
     trainer = make_trainer(tiny_bert, tmp_path)
     optimizer = trainer.create_optimizer()
     in_optimizer = {id(t) for group in optimizer.param_groups for t in group["params"]}
-    assert id(trainer.adversaries) not in in_optimizer
+    assert id(trainer.part("adcse").adversaries) not in in_optimizer
     assert not any(id(t) in in_optimizer for t in trainer.model.momentum_backbone.parameters())
     assert all(id(t) in in_optimizer for t in trainer.model.backbone.parameters())
 
@@ -316,7 +320,7 @@ def test_resume_restores_p_adversaries_and_their_optimizer(tiny_bert, tmp_path, 
     resumed = make_trainer(tiny_bert, tmp_path / "cut", **common)
     resumed.train(resume_from_checkpoint=str(checkpoint))
 
-    a, b = straight.adversary_state(), resumed.adversary_state()
+    a, b = straight.part("adcse").adversary_state(), resumed.part("adcse").adversary_state()
     for name in ("adversaries", "momentum_buffer"):
         torch.testing.assert_close(b[name], a[name], rtol=1e-5, atol=1e-6)
     for (name, x), y in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):

@@ -146,7 +146,7 @@ def test_adversaries_without_share_leave_mixcse(form):
 
 def test_both_papers_are_cited_and_the_configuration_names_the_base():
     loss = AdversarialInfoNCELoss(4, 2, 0.1, base=MixCSELoss(temperature=0.1, form="paper"))
-    trainer = SimpleNamespace(citation=citations.ADCSE, loss_fn=loss)  # what CSETrainer.citations reads
+    trainer = SimpleNamespace(parts=[], loss_fn=loss)  # what CSETrainer.citations reads
     assert CSETrainer.citations.fget(trainer) == [citations.ADCSE, citations.MIXCSE]
     config = loss.get_config_dict()
     assert config["base"]["loss"] == "MixCSELoss" and config["base"]["form"] == "paper"

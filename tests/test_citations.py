@@ -12,7 +12,7 @@ import pytest
 from cse import citations, registry
 from cse.arguments import parse_args
 
-from .conftest import REPO, SHARED
+from .conftest import REPO, SHARED, TINY_FLAGS
 
 
 def modules(package: str) -> list:
@@ -21,8 +21,9 @@ def modules(package: str) -> list:
 
 
 def cited(module) -> set[type]:
-    """The classes with a ``citation`` (losses, trainers, their mixins) that ``module`` defines or imports."""
-    return {value for value in vars(module).values() if isinstance(value, type) and hasattr(value, "citation")}
+    """The classes with a ``citation`` (losses and parts) that ``module`` defines or imports."""
+    classes = [value for value in vars(module).values() if isinstance(value, type)]
+    return {cls for cls in classes if isinstance(getattr(cls, "citation", None), str) and cls.citation}
 
 
 LOSS_MODULES = [module.__name__.removeprefix("cse.losses.") for module in modules("cse.losses")]
@@ -34,7 +35,7 @@ LOSSES = sorted(
     if cls.__module__ == module.__name__
 )
 # Each method's module and its record: what the module defines or imports beyond what the base's module
-# holds (SimCSE's InfoNCE and trainer, which every method builds on) is the method's own and cites its paper.
+# holds (SimCSE's part, which every method builds on) is the method's own and cites its paper.
 METHOD_MODULES = modules("cse.methods")
 BASE_CLASSES = cited(next(module for module in METHOD_MODULES if module.RECORD.base))
 CITING = sorted(
@@ -78,21 +79,24 @@ def test_loss_docstring_has_relations_example_and_config(dotted):
 @pytest.mark.parametrize(
     "cls, record", CITING, ids=lambda value: value.__name__ if isinstance(value, type) else value.name
 )
-def test_losses_and_trainers_cite_their_paper(cls, record):
+def test_losses_and_parts_cite_their_paper(cls, record):
     assert cls.citation == record.citation
 
 
 def test_every_loss_is_a_methods_own():
-    """So that the test above checks each loss's citation against the paper of the method that uses it."""
-    assert {resolve("cse.losses", dotted) for dotted in LOSSES} <= {cls for cls, _ in CITING}
+    """So that the test above checks each loss's citation against the paper of the method that uses it; the
+    base's InfoNCE is what every build starts from (cse.build) and cites SimCSE."""
+    base = cited(importlib.import_module("cse.build"))
+    assert all(cls.citation == citations.SIMCSE for cls in base)
+    assert {resolve("cse.losses", dotted) for dotted in LOSSES} <= {cls for cls, _ in CITING} | base
 
 
 @pytest.mark.parametrize("record", registry.records(), ids=lambda record: record.name)
 def test_every_method_record_is_complete(record, tmp_path):
-    """A name to show, a paper, a build, benchmark shapes whose script and configuration exist, of one
+    """A name to show, a paper, a part, benchmark shapes whose script and configuration exist, of one
     backbone family (a small run's), a docs page that exists, and the flags of a small run, which its
     script takes."""
-    assert record.display_name and record.citation in vars(citations).values() and callable(record.build)
+    assert record.display_name and record.citation in vars(citations).values() and record.part.name == record.name
     assert record.bench, f"{record.name} has no benchmark shape"
     for shape in record.bench.values():
         assert os.path.isfile(os.path.join(REPO, f"{shape.script}.py")), shape.script
@@ -100,8 +104,7 @@ def test_every_method_record_is_complete(record, tmp_path):
         assert shape.backbone in ("bert", "roberta")
     assert len({shape.backbone for shape in record.bench.values()}) == 1
     assert os.path.isfile(os.path.join(REPO, record.docs)), record.docs
-    assert record.tiny_args is not None, f"{record.name} says nothing of how to run it small"
-    parse_args(record.argument_types, ["--output_dir", str(tmp_path), *record.tiny_args])
+    parse_args(record.argument_types, ["--output_dir", str(tmp_path), *TINY_FLAGS.get(record.name, ())])
 
 
 METHODS = [record.name for record in registry.records()]

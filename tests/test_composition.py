@@ -8,11 +8,12 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 import torch
 
-from cse import citations, composition
+from cse import citations, composition, registry
 from cse.errors import CSEUsageError
 from cse.methods.mixcse import MixCSEArguments
 from cse.methods.sarcse import SARCSEArguments, SARCSEModelArguments
@@ -32,12 +33,13 @@ def composed_trainer(model_dir, out, *flags):
     """The trainer ``run_cse.py`` builds for these flags (the corpus: 12 sentences of wiki1m)."""
     from transformers import set_seed
 
+    from cse.build import build
     from cse.pipeline import build_trainer
 
-    model_args, data_args, training_args, record, arguments = composition.parse(argv(model_dir, out, *flags))
+    model_args, data_args, training_args, record, parts = composition.parse(argv(model_dir, out, *flags))
     set_seed(training_args.seed)
-    model, loss, trainer_class, kwargs = record.pieces(model_args, arguments)
-    return build_trainer(model_args, data_args, training_args, model, loss, trainer_class, **kwargs)
+    model, loss = build(parts, model_args)
+    return build_trainer(model_args, data_args, training_args, model, loss, parts)
 
 
 def test_docs_composition_is_generated_from_the_records():
@@ -48,12 +50,21 @@ def test_docs_composition_is_generated_from_the_records():
 @pytest.mark.parametrize(
     "parts,message",
     [
-        ("mixcse,vadvcs", "unknown part 'vadvcs' in --parts; the parts are sarcse, vadvcse, adcse, mixcse, sgbert"),
+        ("mixcse,vadvcs", "unknown part 'vadvcs' in --parts; the parts are adcse, mixcse, sarcse, sgbert, vadvcse"),
         ("simcse,mixcse", "unknown part 'simcse'"),
         ("mixcse,mixcse", "--parts names mixcse twice"),
-        ("vadvcse,adcse", "--parts vadvcse,adcse is not defined: another encoder of the positives (AdCSE's momentum encoder) would need"),
+        (
+            "vadvcse,adcse",
+            "--parts adcse,vadvcse is not defined: another encoder of the positives (AdCSE.s momentum encoder)",
+        ),
         ("mixcse,sgbert", "--parts mixcse,sgbert is not defined: SG-BERT replaces the base itself"),
         ("", "--parts names no part"),
+        # an empty item is a typo, never dropped
+        ("mixcse,", "--parts 'mixcse,' has an empty item"),
+        (",mixcse", "--parts ',mixcse' has an empty item"),
+        ("mixcse,,vadvcse", "--parts 'mixcse,,vadvcse' has an empty item"),
+        # a name two named parts share is spelled with its part
+        ("adcse,mixcse --variant paper", "--variant is an argument of adcse and mixcse: name its part"),
         # a flag of a part not named: whose it is, not "unknown"
         ("mixcse --vadv_lambda 1", "--vadv_lambda is an argument of vadvcse, which --parts does not name"),
         ("mixcse,vadvcse --adcse_variant paper", "--adcse_variant is an argument of adcse, which"),
@@ -69,7 +80,7 @@ def test_parts_that_cannot_run_are_refused_before_any_work(parts, message, tmp_p
 def test_help_without_parts_names_the_parts():
     proc = subprocess.run([sys.executable, "run_cse.py", "--help"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0 and proc.stdout.startswith("usage: run_cse.py --parts")
-    assert ", ".join(composition.part_names()) in proc.stdout
+    assert ", ".join(registry.part_names()) in proc.stdout
 
 
 def test_a_refusal_is_one_line_with_exit_2_and_writes_nothing(tmp_path):
@@ -86,15 +97,25 @@ def test_a_refusal_is_one_line_with_exit_2_and_writes_nothing(tmp_path):
     assert len(lines) == 2 and not out.exists()
 
 
-def test_shared_argument_names_are_namespaced_by_part(tiny_bert, tmp_path):
+def test_a_parts_flags_are_spelled_by_the_parts_named_alone(tiny_bert, tmp_path):
+    """``--<part>_<name>`` in any composition; ``--<name>`` where no other named part has it, whatever
+    else is registered; a name two named parts share, only with its part."""
     parts = ["--parts", "mixcse,vadvcse"]
-    with pytest.raises(CSEUsageError, match="unknown argument.*--variant"):
-        composition.parse(argv(tiny_bert, tmp_path, *parts, "--variant", "paper"))
-    *_, record, arguments = composition.parse(
-        argv(tiny_bert, tmp_path, *parts, "--mixcse_variant", "paper", "--vadv_lambda", "0.5")
+    for spelled in ("--variant", "--mixcse_variant"):
+        *_, record, chosen = composition.parse(
+            argv(tiny_bert, tmp_path, *parts, spelled, "paper", "--vadv_lambda", "0.5")
+        )
+        assert record.name == "mixcse+vadvcse" and [part.name for part in chosen] == ["mixcse", "vadvcse"]
+        assert chosen[0].args == MixCSEArguments(variant="paper") and chosen[1].args.vadv_lambda == 0.5
+    *_, chosen = composition.parse(argv(tiny_bert, tmp_path, *parts, "--vadvcse_vadv_lambda", "0.25"))
+    assert chosen[1].args.vadv_lambda == 0.25
+    *_, chosen = composition.parse(argv(tiny_bert, tmp_path, *parts, "--no_mixcse_stop_gradient", "--no_stop_gradient"))
+    assert chosen[0].args.stop_gradient is False
+    # two parts' names: each with its part
+    *_, chosen = composition.parse(
+        argv(tiny_bert, tmp_path, "--parts", "adcse,mixcse", "--adcse_variant", "released", "--mixcse_variant", "paper")
     )
-    assert record.name == "vadvcse+mixcse" and arguments.parts == ["vadvcse", "mixcse"]
-    assert arguments.mixcse == MixCSEArguments(variant="paper") and arguments.vadvcse.vadv_lambda == 0.5
+    assert (chosen[0].args.variant, chosen[1].args.variant) == ("released", "paper")
     # the part's own checks still run, naming the part
     with pytest.raises(CSEUsageError, match="^mixcse: --mix_lambda must lie in"):
         composition.parse(argv(tiny_bert, tmp_path, *parts, "--mix_lambda", "1.5"))
@@ -102,20 +123,42 @@ def test_shared_argument_names_are_namespaced_by_part(tiny_bert, tmp_path):
     for other in ("mixcse", "sarcse"):
         with pytest.raises(CSEUsageError, match=r"^--parts \w+,\w+: --adcse_variant paper "):
             composition.parse(argv(tiny_bert, tmp_path, "--parts", f"{other},adcse", "--adcse_variant", "paper"))
-    # a config file may name the parts
+    # a config file may name the parts, its keys spelled as the flags
     config = tmp_path / "c.yaml"
-    config.write_text("parts: [mixcse, vadvcse]\nmixcse_variant: paper\n")
-    *_, record, arguments = composition.parse([str(config), *argv(tiny_bert, tmp_path)])
-    assert arguments.parts == ["vadvcse", "mixcse"] and arguments.mixcse.variant == "paper"
+    config.write_text("parts: [vadvcse, mixcse]\nmixcse_variant: paper\nvadv_lambda: 0.5\n")
+    *_, record, chosen = composition.parse([str(config), *argv(tiny_bert, tmp_path)])
+    assert record.name == "mixcse+vadvcse" and chosen[0].args.variant == "paper" and chosen[1].args.vadv_lambda == 0.5
+
+
+def test_a_part_registered_later_renames_no_flag(tiny_bert, tmp_path, monkeypatch):
+    """A part outside the package with a flag named like V-advCSE's ``norm`` changes nothing in a
+    command that does not name it."""
+    from cse.parts import Part
+
+    @dataclass
+    class NormFlags:
+        norm: str = "l2"
+
+    class Outside(Part):
+        name, display_name, docs, Flags = "outside", "Outside", "docs/extending.md", NormFlags
+        citation = citations.SIMCSE
+
+    monkeypatch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
+    registry.register(registry.MethodRecord(part=Outside))
+    *_, chosen = composition.parse(argv(tiny_bert, tmp_path, "--parts", "mixcse,vadvcse", "--norm", "l2"))
+    assert chosen[1].args.norm == "l2"
+    with pytest.raises(CSEUsageError, match="--norm is an argument of outside and vadvcse: name its part"):
+        composition.parse(argv(tiny_bert, tmp_path, "--parts", "outside,vadvcse", "--norm", "l2"))
 
 
 def test_a_single_part_is_its_methods_preset(tmp_path):
-    model_args, _, training_args, record, arguments = composition.parse(
-        ["--parts", "sarcse", "--output_dir", str(tmp_path), "--alpha", "0.5"]
-    )
-    # run_sarcse.py's dataclasses and defaults (roberta-base, lr 1e-5), not the shared SimCSE ones
-    assert record.name == "sarcse" and isinstance(model_args, SARCSEModelArguments)
-    assert training_args.learning_rate == 1e-5 and arguments == SARCSEArguments(alpha=0.5)
+    for alpha in ("--alpha", "--sarcse_alpha"):
+        model_args, _, training_args, record, parts = composition.parse(
+            ["--parts", "sarcse", "--output_dir", str(tmp_path), alpha, "0.5"]
+        )
+        # run_sarcse.py's dataclasses and defaults (roberta-base, lr 1e-5), not the shared SimCSE ones
+        assert record.name == "sarcse" and isinstance(model_args, SARCSEModelArguments)
+        assert training_args.learning_rate == 1e-5 and parts[0].args == SARCSEArguments(alpha=0.5)
 
 
 # SARCSE's Eq. 8 at a lambda at which the frequency weights of 12 wiki1m sentences vary
@@ -163,7 +206,7 @@ def test_mixcse_with_vadvcse_is_both_papers_equations(no_dropout_bert, tmp_path)
     )
     model = trainer.model.double().train()
     assert isinstance(model, MLPHeadEncoder)
-    trainer.vadv_loss = RecordingSearch(**trainer.vadv_loss.get_config_dict())
+    trainer.part("vadvcse").vadv_loss = RecordingSearch(**trainer.part("vadvcse").vadv_loss.get_config_dict())
     inputs = first_batch(trainer)
     loss, step = trainer.training_loss(model, inputs)
     assert set(step.terms) == {"contrastive", "vadv"}
@@ -171,8 +214,8 @@ def test_mixcse_with_vadvcse_is_both_papers_equations(no_dropout_bert, tmp_path)
     views = step.outputs["embeddings"].detach()
     contrastive = mean_cross_entropy(softmax_rows(views[:, 0], views[:, 1], tau, "paper", mix))
     with torch.no_grad():
-        vadv = hand_objective(model, inputs, trainer.vadv_loss.r, tau, lam) - hand_objective(
-            model, inputs, trainer.vadv_loss.r, tau, 0.0
+        vadv = hand_objective(model, inputs, trainer.part("vadvcse").vadv_loss.r, tau, lam) - hand_objective(
+            model, inputs, trainer.part("vadvcse").vadv_loss.r, tau, 0.0
         )
     # MixCSELoss computes in float32 whatever the input dtype
     assert step.terms["contrastive"].item() == pytest.approx(contrastive.item(), rel=1e-6)
@@ -215,13 +258,13 @@ def test_adcse_with_mixcse_is_one_softmax_of_ps_positives_mixed_negatives_and_ad
     with torch.no_grad():
         h, h_plus = embedding(model.backbone, 0), embedding(model.momentum_backbone, 1)
         h_plus_of_q = embedding(model.backbone, 1)
-    adversaries = trainer.adversaries.detach().double()
+    adversaries = trainer.part("adcse").adversaries.detach().double()
     anchors = h.clone().requires_grad_(True)
     expected = mean_cross_entropy(softmax_rows(anchors, h_plus, tau, variant, mix, adversaries))
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)  # the logits are float32
     # the adversaries get the loss's gradient at their temperature t; the anchors' passes no mixture (SG)
     hand = adversary_gradient(softmax_rows(h, h_plus, t, variant, mix, adversaries), adversaries, t)
-    assert (trainer.adversaries.grad.double() - hand).norm() <= 1e-6 * hand.norm()
+    assert (trainer.part("adcse").adversaries.grad.double() - hand).norm() <= 1e-6 * hand.norm()
     (hand_anchors,) = torch.autograd.grad(expected, anchors)
     assert (views.grad[:, 0] - hand_anchors).norm() <= 1e-6 * hand_anchors.norm()
     # not vacuous: the adversaries hold a share; the positives from q, no mixtures, or the gradient
@@ -249,7 +292,7 @@ def test_adcse_with_sarcse_is_eq12_over_eq5_z_from_q_and_z_plus_from_p(no_dropou
         *("--parts", "adcse,sarcse", *SARCSE_FLAGS, "--temp", str(tau), "--num_adversaries", "4"),
         *("--alpha", str(alpha), "--beta", str(beta), "--gamma", str(gamma)),
     )
-    trainer.count_token_frequencies()
+    trainer.part("sarcse").count_token_frequencies(trainer)
     model = trainer.model.double().train()
     move_momentum_encoder(model)
     inputs = first_batch(trainer)
@@ -258,7 +301,9 @@ def test_adcse_with_sarcse_is_eq12_over_eq5_z_from_q_and_z_plus_from_p(no_dropou
     [(z, l_r), (z_plus, l_r_plus)], weights = hand_reconstruction(
         trainer, (model.backbone, model.momentum_backbone), inputs
     )
-    l_adcse = mean_cross_entropy(softmax_rows(z, z_plus, tau, adversaries=trainer.adversaries.detach().double()))
+    l_adcse = mean_cross_entropy(
+        softmax_rows(z, z_plus, tau, adversaries=trainer.part("adcse").adversaries.detach().double())
+    )
     assert step.terms["contrastive"].item() == pytest.approx(alpha * l_adcse.item(), rel=1e-6)
     assert step.terms["reconstruction"].item() == pytest.approx(beta * l_r.item(), rel=1e-6)
     assert step.terms["reconstruction_positive"].item() == pytest.approx(gamma * l_r_plus.item(), rel=1e-6)
@@ -287,16 +332,16 @@ PARTS = {
 @pytest.mark.parametrize(
     "parts,other",
     [
-        pytest.param(["vadvcse", "mixcse"], ["adcse", "mixcse"], id="vadvcse+mixcse"),
-        pytest.param(["sarcse", "adcse"], ["sarcse", "vadvcse"], id="sarcse+adcse"),
-        pytest.param(["adcse", "mixcse"], ["vadvcse", "mixcse"], id="adcse+mixcse"),
-        pytest.param(["sarcse", "vadvcse"], ["sarcse", "adcse"], id="sarcse+vadvcse"),
+        pytest.param(["mixcse", "vadvcse"], ["adcse", "mixcse"], id="mixcse+vadvcse"),
+        pytest.param(["adcse", "sarcse"], ["sarcse", "vadvcse"], id="adcse+sarcse"),
+        pytest.param(["adcse", "mixcse"], ["mixcse", "vadvcse"], id="adcse+mixcse"),
+        pytest.param(["sarcse", "vadvcse"], ["adcse", "sarcse"], id="sarcse+vadvcse"),
     ],
 )
 def test_a_composed_run_records_its_parts_cites_every_paper_and_logs_each_terms_share(
     parts, other, request, tmp_path, monkeypatch
 ):
-    """Two steps of each composition (its parts named in another order than the canonical one):
+    """Two steps of each composition (its parts named in another order than their names' one):
     every term's share of the gradient, the parts and their settings in run_args.json, a model card
     naming every part and citing every paper, and a resume with other parts refused."""
     import json
@@ -354,18 +399,19 @@ def test_sarcse_with_vadvcse_is_eq12_over_eq10(no_dropout_roberta, tmp_path):
         *("--alpha", str(alpha), "--beta", str(beta), "--gamma", str(gamma), "--vadv_lambda", str(lam)),
         *("--epsilon", "0.5", "--step_size", "0.5"),
     )
-    trainer.count_token_frequencies()
+    trainer.part("sarcse").count_token_frequencies(trainer)
     model = trainer.model.double().train()
-    trainer.vadv_loss = RecordingSearch(**trainer.vadv_loss.get_config_dict())
+    trainer.part("vadvcse").vadv_loss = RecordingSearch(**trainer.part("vadvcse").vadv_loss.get_config_dict())
     inputs = first_batch(trainer)
     loss, step = trainer.training_loss(model, inputs)
     assert set(step.terms) == {"contrastive", "vadv", "reconstruction", "reconstruction_positive"}
-    r = trainer.vadv_loss.r
+    r = trainer.part("vadvcse").vadv_loss.r
     [(z, l_r), (z_plus, l_r_plus)], weights = hand_reconstruction(trainer, (model.backbone, model.backbone), inputs)
     with torch.no_grad():
         with perturbed_word_embeddings(model.backbone, r):
-            perturbed = model(**{k: v[:, :1] for k, v in inputs.items()})[:, 0]
-        assert model.pop_reconstruction() is None  # the one-view forward keeps none
+            perturbed = model(**{k: v[:, :1] for k, v in inputs.items()})
+        assert "reconstruction" not in perturbed  # the one-view forward reconstructs nothing
+        perturbed = perturbed["embeddings"][:, 0]
     unit = lambda x: x / x.norm(dim=-1, keepdim=True)  # noqa: E731
     n = len(z)
     clean = [[torch.dot(unit(z[i]), unit(z_plus[j])).item() / tau for j in range(n)] for i in range(n)]

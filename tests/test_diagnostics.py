@@ -93,8 +93,8 @@ def test_sarcse_shares_equal_float64_hand_computation(tiny_roberta, tmp_path):
     trainer.compute_loss(trainer.model, batch)
     logged = {name: values[-1].item() for name, values in trainer._recorded.items()}
     torch.manual_seed(3)  # the same dropout masks
-    views = trainer.model(**batch)
-    recon = trainer.model.pop_reconstruction()
+    outputs = trainer.model(**batch)
+    views, recon = outputs["embeddings"], outputs["reconstruction"]
     z = views.double()
     unit = z / z.pow(2).sum(-1, keepdim=True).sqrt()
     logits = unit[:, 0] @ unit[:, 1].T / 0.05
@@ -162,7 +162,7 @@ def test_no_extra_operator_on_steps_that_do_not_log(tiny_roberta, tmp_path):
         trainer = make_sarcse_trainer(
             tiny_roberta, tmp_path / str(flag_on), log_term_gradients=flag_on, logging_steps=3
         )
-        trainer.count_token_frequencies()
+        trainer.part("sarcse").count_token_frequencies(trainer)
         trainer.model.train()
         trainer.state.logging_steps = 3
         batch = trainer.data_collator([trainer.train_dataset[i] for i in range(4)])

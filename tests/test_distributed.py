@@ -41,7 +41,7 @@ def test_two_process_loss_and_gradients_equal_single_process(no_dropout_bert, tm
     subprocess.run(cmd, check=True, env=env, timeout=300)
 
     model = CSEModel.from_pretrained(no_dropout_bert, pooler_type="cls", mlp_only_train=True)
-    views = model(**batch)
+    views = model(**batch)["embeddings"]
     loss = InfoNCELoss(0.05)(views[:, 0], views[:, 1])
     loss.backward()
     ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(2)]

@@ -95,39 +95,25 @@ def _load_script(relative):
     return module
 
 
-class _Parsed(Exception):
-    pass
-
-
 def _run_script_dataclasses(module_name):
-    """The dataclasses ``run_<method>.main`` hands to ``cse.arguments.parse_args``, caught at the call."""
+    """The dataclasses ``run_<method>.main`` parses: its record's (the script runs ``run_method`` of it)."""
     module = importlib.import_module(module_name)
-    seen = []
+    return module.RECORD.argument_types
 
-    def capture(dataclass_types, argv=None):
-        seen.extend(dataclass_types)
-        raise _Parsed
 
-    original, module.parse_args = module.parse_args, capture
-    try:
-        with pytest.raises(_Parsed):
-            module.main([])
-    finally:
-        module.parse_args = original
-    return seen
+def _example_records():
+    """The records of ``examples/*.py``, each a part that registers itself when imported: imported here
+    into a copy of the registry, which is put back, so that no other test sees them."""
+    from cse import registry
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
+        return [_load_script(_rel(path)).RECORD for path in sorted(glob.glob(os.path.join(REPO, "examples", "*.py")))]
 
 
 def _example_dataclasses():
-    """The argument dataclasses of ``examples/*.py``, each a part that registers itself when imported:
-    imported here into a copy of the registry, which is put back, so that no other test sees them."""
-    from cse import registry
-
-    found = set()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
-        for path in sorted(glob.glob(os.path.join(REPO, "examples", "*.py"))):
-            found.add(_load_script(_rel(path)).RECORD.method_arguments)
-    return found
+    """The argument dataclasses of ``examples/*.py``."""
+    return {record.method_arguments for record in _example_records()}
 
 
 @pytest.fixture(scope="module")
@@ -142,8 +128,7 @@ def accepted_flags():
     presets = {shape.script for record in registry.records() for shape in record.bench.values()}
     assert {name for name in presets if name.startswith("run_")} | {"run_cse"} == set(run_scripts)
     dataclasses = {cls for name in run_scripts if name != "run_cse" for cls in _run_script_dataclasses(name)}
-    dataclasses |= {composition.PartsArguments, *map(composition.namespaced_arguments, composition.parts())}
-    dataclasses |= _example_dataclasses()
+    dataclasses |= {composition.PartsArguments, *_example_dataclasses()}
     dataclasses |= {anli_eval.ANLIArguments, anli_eval.ANLITrainingArguments, diagnostics.DiagnosticsArguments}
     flags = set()
     for cls in dataclasses:  # one parser each: the methods' classes redefine shared fields
@@ -153,6 +138,10 @@ def accepted_flags():
     parsers += [_load_script(p).build_parser() for p in ("scripts/speed_check.py", "scripts/verify_data.py")]
     for parser in parsers:
         flags |= _options(parser)
+    # a part's flags spelled with its part, which every composition takes (cse.composition)
+    for record in [*registry.parts(), *(r for r in _example_records())]:
+        for field in composition.flag_fields(record):
+            flags |= {f"--{record.name}_{field}", f"--no_{record.name}_{field}"}
     return flags
 
 

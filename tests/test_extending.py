@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from cse import registry
-from cse.trainer import CSETrainer, StepLoss
+from cse.parts import Step
 
 from .conftest import DATA, REPO, WIKI_HEAD
 
@@ -106,57 +106,51 @@ def hand_uniformity(rows):
 
 
 def test_the_terms_are_wang_and_isolas_alignment_and_uniformity(example):
-    """The mixin on a stand-in trainer that returns given float64 embeddings: its weighted terms against
-    Eq. 4 (alpha = 2) and Eq. 5 (t = 2) computed with loops, the uniformity of each view averaged."""
-
-    class GivenViews:
-        def step_terms(self, model, inputs, separate=False):
-            contrastive = torch.tensor(0.75, dtype=torch.float64)
-            return StepLoss({"contrastive": contrastive}, {"score": contrastive}, {"embeddings": inputs["views"]})
-
-    trainer = type("Trainer", (example.AlignUniformMixin, GivenViews), {})(align_weight=0.5, uniform_weight=3.0)
+    """The part's terms of given float64 embeddings against Eq. 4 (alpha = 2) and Eq. 5 (t = 2)
+    computed with loops, the uniformity of each view averaged."""
+    part = example.AlignUniform(example.AlignUniformArguments(align_weight=0.5, uniform_weight=3.0))
     views = torch.randn(5, 2, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 3
     views[3, 0] = views[1, 0]  # a sentence twice in the batch: zero distance, finite gradient
     views.requires_grad_(True)
-    step = trainer.step_terms(None, {"views": views})
+
+    def step(embeddings):
+        return Step(None, None, {}, {"embeddings": embeddings}, {}, {})
+
+    terms, statistics = part.terms(step(views))
     anchors = [unit(row) for row in views[:, 0].tolist()]
     positives = [unit(row) for row in views[:, 1].tolist()]
     align = sum(squared_distance(a, b) for a, b in zip(anchors, positives)) / len(anchors)
     uniform = (hand_uniformity(anchors) + hand_uniformity(positives)) / 2
-    assert list(step.terms) == ["contrastive", "align", "uniform"] and step.terms["contrastive"].item() == 0.75
-    assert step.terms["align"].dtype == torch.float64
-    assert step.terms["align"].item() == pytest.approx(0.5 * align, rel=1e-12)
-    assert step.terms["uniform"].item() == pytest.approx(3.0 * uniform, rel=1e-12)
-    assert step.statistics["loss_align"].item() == pytest.approx(align, rel=1e-12)
-    assert step.statistics["loss_uniform"].item() == pytest.approx(uniform, rel=1e-12)
-    assert step.statistics["score"].item() == 0.75 and step.outputs["embeddings"] is views
-    (step.terms["align"] + step.terms["uniform"]).backward()
+    assert list(terms) == ["align", "uniform"] and terms["align"].dtype == torch.float64
+    assert terms["align"].item() == pytest.approx(0.5 * align, rel=1e-12)
+    assert terms["uniform"].item() == pytest.approx(3.0 * uniform, rel=1e-12)
+    assert statistics["loss_align"].item() == pytest.approx(align, rel=1e-12)
+    assert statistics["loss_uniform"].item() == pytest.approx(uniform, rel=1e-12)
+    assert part.term_weights() == {"align": 0.5, "uniform": 3.0}
+    (terms["align"] + terms["uniform"]).backward()
     assert torch.isfinite(views.grad).all()
     # one sentence has no pair: no uniformity
-    one = trainer.step_terms(None, {"views": views[:1].detach()})
-    assert one.terms["uniform"].item() == 0
+    one, _ = part.terms(step(views[:1].detach()))
+    assert one["uniform"].item() == 0
 
 
 def test_the_part_alone_is_simcse_with_the_terms(example, tiny_bert):
-    """A record without ``build``: its part alone on SimCSE's base, a mixin on ``CSETrainer``, and a
-    model card that names the part and cites SimCSE."""
+    """The part alone is SimCSE's base (its encoder, head and InfoNCE) with its terms, and joins a
+    composition in the order of the parts' names."""
     from cse import citations, composition
     from cse.arguments import ModelArguments
+    from cse.build import build
     from cse.losses import InfoNCELoss
 
     assert [record.name for record in composition.select(["mixcse", "align_uniform", "sarcse"])] == [
-        "sarcse",
         "align_uniform",
         "mixcse",
+        "sarcse",
     ]
-    model, loss, trainer_class, kwargs = example.RECORD.pieces(
-        ModelArguments(model_name_or_path=tiny_bert), example.AlignUniformArguments(uniform_weight=0.25)
-    )
+    part = example.AlignUniform(example.AlignUniformArguments(uniform_weight=0.25))
+    model, loss = build([part], ModelArguments(model_name_or_path=tiny_bert))
     assert type(loss) is InfoNCELoss and model.pooler_type == "cls"
-    assert trainer_class.__mro__[1:3] == (example.AlignUniformMixin, CSETrainer)
-    assert kwargs["align_weight"] == 1.0 and kwargs["uniform_weight"] == 0.25
-    assert kwargs["method"].parts == (example.RECORD,)
-    assert kwargs["method"].citations == (example.CITATION, citations.SIMCSE)
+    assert example.RECORD.citations == (example.CITATION,) and example.RECORD.docs == "docs/extending.md"
     assert citations.bibtex_field(example.CITATION, "title") == WANG_ISOLA
 
 

@@ -1,9 +1,8 @@
-"""SARCSE's model under AdCSE's momentum encoder (``MomentumSARCSEModel`` trained by
-``class T(ReconstructionMixin, AdCSETrainer)``): one step's loss against a float64 hand computation
-(adversarial InfoNCE of q's Z against p's Z+, L_R of q's tokens, L_R+ of p's), Eq. 4 on the weights
-after two steps, where L_R+'s gradient goes, the export read back as SARCSE's; and SARCSE's
-reconstruction kept from the two-view forward when a one-view forward (V-advCSE's perturbed
-anchors) follows it."""
+"""SARCSE's model under AdCSE's momentum encoder (a ``SARCSEModel`` with a momentum backbone, trained
+with the parts of both): one step's loss against a float64 hand computation (adversarial InfoNCE of
+q's Z against p's Z+, L_R of q's tokens, L_R+ of p's), Eq. 4 on the weights after two steps, where
+L_R+'s gradient goes, the export read back as SARCSE's; and SARCSE's reconstruction that of the
+two-view forward when V-advCSE re-encodes the anchors alone."""
 
 import copy
 import math
@@ -17,21 +16,15 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, set_seed
 
 from cse.arguments import CSETrainingArguments, ModelArguments
+from cse.autoencoding import SARCSEModel, special_token_ids
 from cse.data import TwoViewCollator
 from cse.losses import InfoNCELoss
 from cse.losses.adcse import AdversarialInfoNCELoss
-from cse.losses.vadvcse import VirtualAdversarialLoss
-from cse.methods.adcse import AdCSETrainer, MomentumDualEncoder
-from cse.methods.sarcse import (
-    MomentumSARCSEModel,
-    ReconstructionMixin,
-    SARCSEModel,
-    build_model,
-    reconstruction_loss,
-    special_token_ids,
-)
-from cse.methods.vadvcse import VAdvCSETrainer
+from cse.methods.adcse import AdCSE, AdCSEArguments
+from cse.methods.sarcse import SARCSE, build_model
+from cse.methods.vadvcse import VAdvCSE, VAdvCSEArguments
 from cse.modeling import load_model, read_cse_config
+from cse.trainer import CSETrainer
 
 from .conftest import QUIET_CPU, SENTENCES, SENTEVAL, MomentumWeights, small_sarcse_args
 
@@ -46,20 +39,17 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-class ReconstructingAdCSETrainer(ReconstructionMixin, AdCSETrainer):
-    pass
-
-
 def make_trainer(model_dir, out, *, momentum=0.9, beta=0.3, gamma=0.7, tau=1.0, max_steps=2, callbacks=None):
     tok = AutoTokenizer.from_pretrained(model_dir)
     dataset = datasets.Dataset.from_dict(dict(tok(SENTENCES[:8], truncation=True, max_length=32)))
     set_seed(0)
     sarcse_args = small_sarcse_args(beta=beta, gamma=gamma, theta=THETA, freq_lambda=FREQ_LAMBDA)
-    encoder = build_model(ModelArguments(model_name_or_path=model_dir), sarcse_args)
-    model = MomentumSARCSEModel.from_encoder(encoder, momentum=momentum)
+    model = build_model(ModelArguments(model_name_or_path=model_dir), sarcse_args)
+    model.attach_momentum_backbone(shared_head=True)
     args = dict(QUIET_CPU, output_dir=str(out), per_device_train_batch_size=4, max_steps=max_steps)
     args.update(learning_rate=1e-3, lr_scheduler_type="constant", seed=0, save_strategy="steps", save_steps=2)
-    return ReconstructingAdCSETrainer(
+    adcse = AdCSEArguments(num_adversaries=4, momentum=momentum, adversary_learning_rate=1.0, adversary_weight_decay=0)
+    return CSETrainer(
         model=model,
         args=CSETrainingArguments(**args),
         train_dataset=dataset,
@@ -69,11 +59,7 @@ def make_trainer(model_dir, out, *, momentum=0.9, beta=0.3, gamma=0.7, tau=1.0, 
         loss=AdversarialInfoNCELoss(model.embedding_size, num_adversaries=4, temperature=tau),
         senteval_data_dir=SENTEVAL,
         callbacks=callbacks,
-        reconstruction_loss=reconstruction_loss(model, sarcse_args),
-        beta=beta,
-        gamma=gamma,
-        adversary_learning_rate=1.0,
-        adversary_weight_decay=0.0,
+        parts=[AdCSE(adcse), SARCSE(sarcse_args)],
     )
 
 
@@ -128,7 +114,7 @@ def hand_adversarial_infonce(anchors, positives, adversaries, tau):
 def test_one_steps_loss_is_adcse_on_q_and_p_plus_both_reconstructions(no_dropout_roberta, tmp_path):
     trainer = make_trainer(no_dropout_roberta, tmp_path)
     model = trainer.model
-    trainer.count_token_frequencies()
+    trainer.part("sarcse").count_token_frequencies(trainer)
     with torch.no_grad():  # p apart from q, so that which encoder gives which view shows
         g = torch.Generator().manual_seed(1)
         for t in model.momentum_backbone.parameters():
@@ -137,7 +123,7 @@ def test_one_steps_loss_is_adcse_on_q_and_p_plus_both_reconstructions(no_dropout
     batch = first_batch(trainer)
     loss = trainer.compute_loss(model, batch)
     (z, z_plus), (l_r, l_r_plus) = hand_views(trainer, batch, (model.backbone, model.momentum_backbone))
-    adversaries = trainer.adversaries.detach().double().numpy()
+    adversaries = trainer.part("adcse").adversaries.detach().double().numpy()
     expected = hand_adversarial_infonce(z, z_plus, adversaries, 1.0) + 0.3 * l_r + 0.7 * l_r_plus
     assert loss.item() == pytest.approx(expected, rel=1e-5)
     # not vacuous: view 1 through q instead of p gives other codes and another L_R+
@@ -151,7 +137,7 @@ def test_two_steps_move_p_by_eq4_and_the_adversaries_and_autoencoder_and_export_
     model = trainer.model
     record = MomentumWeights(model)
     trainer.add_callback(record)
-    adversaries = trainer.adversaries.detach().clone()
+    adversaries = trainer.part("adcse").adversaries.detach().clone()
     decoder = model.autoencoder.transposed_cnn.weight.detach().clone()
     encoder = model.autoencoder.textcnn[0].weight.detach().clone()
     trainer.train()
@@ -164,7 +150,7 @@ def test_two_steps_move_p_by_eq4_and_the_adversaries_and_autoencoder_and_export_
     for k in (1, 2):  # Eq. 4 after each step: theta_p = m theta_p + (1 - m) theta_q, q after its update
         for name in p[0]:
             torch.testing.assert_close(p[k][name], m * p[k - 1][name] + (1 - m) * q[k][name], rtol=0, atol=1e-7)
-    assert not torch.allclose(trainer.adversaries, adversaries)
+    assert not torch.allclose(trainer.part("adcse").adversaries, adversaries)
     assert not torch.allclose(model.autoencoder.transposed_cnn.weight, decoder)
     assert not torch.allclose(model.autoencoder.textcnn[0].weight, encoder)
     assert all(not t.requires_grad and t.grad is None for t in model.momentum_backbone.parameters())
@@ -195,7 +181,7 @@ def test_two_steps_move_p_by_eq4_and_the_adversaries_and_autoencoder_and_export_
     # the export is SARCSE's: q's backbone and the autoencoder, read back as a SARCSEModel with q's Z
     export = tmp_path / "export"
     trainer.save_encoder(str(export))
-    assert read_cse_config(str(export))["model_kind"] == "sarcse"
+    assert read_cse_config(str(export))["model_class"] == "cse.autoencoding:SARCSEModel"
     loaded = load_model(str(export))
     assert type(loaded) is SARCSEModel
     sentences = ["a man plays a guitar", "the weather is cold today", "ok"]
@@ -212,39 +198,21 @@ def test_two_steps_move_p_by_eq4_and_the_adversaries_and_autoencoder_and_export_
     np.testing.assert_allclose(loaded.encode(sentences).numpy(), z, rtol=1e-4, atol=1e-5)
 
 
-def test_the_plain_momentum_encoder_refuses_what_it_would_strip(tiny_roberta):
-    encoder = build_model(ModelArguments(model_name_or_path=tiny_roberta), small_sarcse_args())
-    with pytest.raises(TypeError, match="SARCSEModel is more than a backbone and a pooler.*MomentumSARCSEModel"):
-        MomentumDualEncoder.from_encoder(encoder)
-    with pytest.raises(TypeError, match="expected a SARCSEModel"):
-        MomentumSARCSEModel.from_encoder(MomentumSARCSEModel.from_encoder(encoder))
+# --- one-view forwards reconstruct nothing ---------------------------------------------------------
 
 
-# --- one-view forwards leave the two-view reconstruction ------------------------------------------
-
-
-def test_a_one_view_forward_leaves_the_two_view_reconstruction(no_dropout_roberta, tmp_path):
+def test_vadvcses_one_view_forward_leaves_sarcse_the_two_view_reconstruction(no_dropout_roberta, tmp_path):
+    """V-advCSE's perturbed re-encoding of the anchors is a one-view forward, which reconstructs
+    nothing: a run with both parts scores the two-view forward's reconstruction."""
     tok = AutoTokenizer.from_pretrained(no_dropout_roberta)
     model = build_model(ModelArguments(model_name_or_path=no_dropout_roberta), small_sarcse_args()).train()
     batch = TwoViewCollator(tok)([tok(s) for s in SENTENCES[:4]])
-    one_view = {k: v[:, :1] for k, v in batch.items()}
-    model(**one_view)
-    assert model.pop_reconstruction() is None
-    model(**batch)
-    expected = model.pop_reconstruction()
-    model(**batch)
-    model(**one_view)  # V-advCSE's perturbed re-encoding of the anchors, say
-    kept = model.pop_reconstruction()
-    assert kept.target.shape[0] == 8
-    for name in ("target", "reconstruction", "token_ids", "mask"):
-        assert torch.equal(getattr(kept, name), getattr(expected, name)), name
-
-    # and so V-advCSE's trainer with the reconstruction terms scores the two views' reconstruction
-    class ReconstructingVAdvCSETrainer(ReconstructionMixin, VAdvCSETrainer):
-        pass
-
-    sarcse_args = small_sarcse_args(beta=0.3, gamma=0.7)
-    trainer = ReconstructingVAdvCSETrainer(
+    one_view = model(**{k: v[:, :1] for k, v in batch.items()})
+    assert set(one_view) == {"embeddings"} and one_view["embeddings"].shape[:2] == (4, 1)
+    expected = model(**batch)["reconstruction"]
+    assert expected.target.shape[0] == 8
+    sarcse = SARCSE(small_sarcse_args(beta=0.3, gamma=0.7))
+    trainer = CSETrainer(
         model=model,
         args=CSETrainingArguments(**QUIET_CPU, output_dir=str(tmp_path), per_device_train_batch_size=4),
         train_dataset=datasets.Dataset.from_dict(dict(tok(SENTENCES[:8]))),
@@ -252,15 +220,11 @@ def test_a_one_view_forward_leaves_the_two_view_reconstruction(no_dropout_robert
         processing_class=tok,
         loss=InfoNCELoss(0.05),
         senteval_data_dir=SENTEVAL,
-        vadv_loss=VirtualAdversarialLoss(),
-        vadv_lambda=1.0,
-        reconstruction_loss=reconstruction_loss(model, sarcse_args),
-        beta=0.3,
-        gamma=0.7,
+        parts=[sarcse, VAdvCSE(VAdvCSEArguments(vadv_lambda=1.0))],
     )
-    trainer.count_token_frequencies()
+    sarcse.count_token_frequencies(trainer)
     step = trainer.step_terms(model, batch)
     assert "vadv" in step.terms
-    per_row = trainer.reconstruction_loss(expected.target, expected.reconstruction, expected.token_ids, expected.mask)
+    per_row = sarcse.reconstruction_loss(expected.target, expected.reconstruction, expected.token_ids, expected.mask)
     assert step.terms["reconstruction"].item() == pytest.approx(0.3 * per_row[0::2].mean().item(), rel=1e-6)
     assert step.terms["reconstruction_positive"].item() == pytest.approx(0.7 * per_row[1::2].mean().item(), rel=1e-6)

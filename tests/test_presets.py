@@ -86,7 +86,8 @@ def test_the_comparison_sees_a_change_of_one_rounding(recorded):
     case = json.loads(json.dumps(recorded["cases"]["simcse"]))
     case["log_history"][0]["loss"] = math.nextafter(case["log_history"][0]["loss"], math.inf)
     assert compare(recorded["cases"]["simcse"], case, exact=True) == [
-        f"step 1 loss: {case['log_history'][0]['loss']!r}, recorded {recorded['cases']['simcse']['log_history'][0]['loss']!r}"
+        f"step 1 loss: {case['log_history'][0]['loss']!r}, "
+        f"recorded {recorded['cases']['simcse']['log_history'][0]['loss']!r}"
     ]
     assert compare(recorded["cases"]["simcse"], case, exact=False) == []
     other = json.loads(json.dumps(recorded["cases"]["simcse"]))

@@ -28,6 +28,7 @@ from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, p
 from cse.atomic import write_json
 from cse.errors import CSEUsageError
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
+from cse.parts import Part
 from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
 from cse.trainer import CSETrainer
@@ -203,8 +204,8 @@ def state_files(checkpoint):
 
 
 def keeps_state(record) -> bool:
-    """Whether the method's trainer adds state files to its checkpoints."""
-    return record.part is not None and record.part.trainer.checkpoint_files is not CSETrainer.checkpoint_files
+    """Whether the method's part adds state files to its checkpoints."""
+    return record.part.state_files is not Part.state_files
 
 
 # The base, each method whose checkpoints hold state of its own, and each composition.

@@ -5,6 +5,8 @@ resume, the export read back by senteval_eval.py, the density plot, the scripts,
 
 import json
 import os
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
@@ -15,6 +17,7 @@ from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 import senteval_eval
 from cse.arguments import ModelArguments
+from cse.errors import CSEUsageError
 from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss, count_tokens
 from cse.methods import sarcse
 from cse.methods.sarcse import (
@@ -301,9 +304,23 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
     np.testing.assert_allclose(captured["vectors"], reference.numpy(), rtol=1e-6, atol=1e-7)
     assert report["pooler"] == "textcnn"
     config = json.loads((tmp_path / "cse_config.json").read_text())
-    (tmp_path / "cse_config.json").write_text(json.dumps({**config, "model_kind": "unheard-of"}))
-    with pytest.raises(ValueError, match="unknown model_kind 'unheard-of'"):
-        load_model(str(tmp_path))
+    # the class is this package's (an export names no code to run), read by its module alone
+    assert config["model_class"] == "cse.autoencoding:SARCSEModel"
+    for other in ("os:system", "unheard-of"):
+        (tmp_path / "cse_config.json").write_text(json.dumps({**config, "model_class": other}))
+        with pytest.raises(CSEUsageError, match=f"names no encoder class of this package \\('{other}'\\)"):
+            load_model(str(tmp_path))
+    # an export written before the class was recorded names SARCSE's by its kind
+    legacy = {key: value for key, value in config.items() if key != "model_class"}
+    (tmp_path / "cse_config.json").write_text(json.dumps({**legacy, "model_kind": "sarcse"}))
+    torch.testing.assert_close(load_model(str(tmp_path)).encode(sentences), reference, rtol=0, atol=0)
+    # (transformers' own loading imports accelerate)
+    script = (
+        "import sys; from cse.modeling import load_model; load_model(sys.argv[1]); "
+        "print(sorted(m for m in ('cse.trainer', 'cse.methods', 'transformers.trainer') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr[-2000:]
 
 
 # --- the trainer: the token-count table, resume --------------------------------------------------
@@ -311,15 +328,17 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
 
 def test_loss_is_eq12_of_both_views(tiny_roberta, tmp_path):
     trainer = make_sarcse_trainer(tiny_roberta, tmp_path, small_sarcse_args(alpha=0.5, beta=0.3, gamma=0.7))
-    trainer.count_token_frequencies()
+    trainer.part("sarcse").count_token_frequencies(trainer)
     trainer.model.train()
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(4)])
     torch.manual_seed(3)
     loss = trainer.compute_loss(trainer.model, batch)
     torch.manual_seed(3)  # the same dropout masks
-    views = trainer.model(**batch)
-    recon = trainer.model.pop_reconstruction()
-    per_row = trainer.reconstruction_loss(recon.target, recon.reconstruction, recon.token_ids, recon.mask)
+    outputs = trainer.model(**batch)
+    views, recon = outputs["embeddings"], outputs["reconstruction"]
+    per_row = trainer.part("sarcse").reconstruction_loss(
+        recon.target, recon.reconstruction, recon.token_ids, recon.mask
+    )
     l_i = trainer.loss_fn(views[:, 0], views[:, 1])
     # rows alternate view 0, view 1 of each sentence: L_R averages the first views, L_R+ the second
     expected = 0.5 * l_i + 0.3 * per_row[0::2].mean() + 0.7 * per_row[1::2].mean()
@@ -330,18 +349,17 @@ def test_loss_is_eq12_of_both_views(tiny_roberta, tmp_path):
 
 
 def test_reconstruction_is_an_add_on_to_another_methods_trainer(tiny_roberta, tmp_path):
-    """The mixin on AdCSE's trainer (one encoder, adversarial InfoNCE on Z): AdCSE's loss plus the
-    reconstruction terms, and both AdCSE's adversaries and the autoencoder's decoder learn."""
+    """SARCSE's part beside AdCSE's adversaries (one encoder, adversarial InfoNCE on Z): AdCSE's loss
+    plus the reconstruction terms, and both AdCSE's adversaries and the autoencoder's decoder learn."""
     from cse.losses.adcse import AdversarialInfoNCELoss
-    from cse.methods.adcse import AdCSETrainer
-
-    class ReconstructingAdCSETrainer(sarcse.ReconstructionMixin, AdCSETrainer):
-        pass
+    from cse.methods.adcse import AdCSE, AdCSEArguments
+    from cse.methods.sarcse import SARCSE
+    from cse.trainer import CSETrainer
 
     base = make_sarcse_trainer(tiny_roberta, tmp_path / "base", small_sarcse_args(beta=0.3, gamma=0.7), max_steps=1)
     model = base.model
     adcse_loss = AdversarialInfoNCELoss(model.embedding_size, num_adversaries=4, temperature=1.0)
-    trainer = ReconstructingAdCSETrainer(
+    trainer = CSETrainer(
         model=model,
         args=base.args,
         train_dataset=base.train_dataset,
@@ -349,26 +367,28 @@ def test_reconstruction_is_an_add_on_to_another_methods_trainer(tiny_roberta, tm
         processing_class=model.tokenizer,
         loss=adcse_loss,
         senteval_data_dir=SENTEVAL,
-        reconstruction_loss=base.reconstruction_loss,
-        beta=0.3,
-        gamma=0.7,
-        adversary_learning_rate=1.0,
+        parts=[
+            AdCSE(AdCSEArguments(adversary_learning_rate=1.0, untied_dual_encoder=False)),
+            SARCSE(small_sarcse_args(beta=0.3, gamma=0.7)),
+        ],
     )
-    trainer.count_token_frequencies()
+    trainer.part("sarcse").count_token_frequencies(trainer)
     model.train()
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(4)])
     torch.manual_seed(3)
     loss = trainer.compute_loss(model, batch)
     torch.manual_seed(3)
-    views = model(**batch)
-    recon = model.pop_reconstruction()
-    per_row = trainer.reconstruction_loss(recon.target, recon.reconstruction, recon.token_ids, recon.mask)
+    outputs = model(**batch)
+    views, recon = outputs["embeddings"], outputs["reconstruction"]
+    per_row = trainer.part("sarcse").reconstruction_loss(
+        recon.target, recon.reconstruction, recon.token_ids, recon.mask
+    )
     expected = adcse_loss(views[:, 0], views[:, 1]) + 0.3 * per_row[0::2].mean() + 0.7 * per_row[1::2].mean()
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
-    adversaries = trainer.adversaries.detach().clone()
+    adversaries = trainer.part("adcse").adversaries.detach().clone()
     decoder = model.autoencoder.transposed_cnn.weight.detach().clone()
     trainer.train()
-    assert not torch.allclose(trainer.adversaries, adversaries)
+    assert not torch.allclose(trainer.part("adcse").adversaries, adversaries)
     assert not torch.allclose(model.autoencoder.transposed_cnn.weight, decoder)
 
 
@@ -382,9 +402,9 @@ def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, mon
     expected = count_tokens(
         [t["input_ids"] for t in straight.train_dataset],
         len(straight.model.tokenizer),
-        straight.reconstruction_loss.special_ids,
+        straight.part("sarcse").reconstruction_loss.special_ids,
     )
-    torch.testing.assert_close(straight.reconstruction_loss.token_counts, expected)
+    torch.testing.assert_close(straight.part("sarcse").reconstruction_loss.token_counts, expected)
     make_sarcse_trainer(tiny_roberta, tmp_path / "cut", callbacks=[StopAt()]).train()
     checkpoint = tmp_path / "cut" / "checkpoint-2"
     assert torch.equal(load_file(str(checkpoint / TOKEN_COUNTS_NAME))["token_counts"], expected)
@@ -395,7 +415,7 @@ def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, mon
     monkeypatch.setattr(sarcse, "count_tokens", no_recount)
     resumed = make_sarcse_trainer(tiny_roberta, tmp_path / "cut")
     resumed.train(resume_from_checkpoint=str(checkpoint))
-    torch.testing.assert_close(resumed.reconstruction_loss.token_counts, expected)
+    torch.testing.assert_close(resumed.part("sarcse").reconstruction_loss.token_counts, expected)
     for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
     # the final export carries the table too
@@ -497,7 +517,8 @@ def test_run_sarcse_with_each_ablation(tiny_roberta, tmp_path, flags):
     else:
         args += ["--eval_steps", "24"]
     trainer = run_sarcse.main(args + flags)
-    assert type(trainer).__name__ == ("CSETrainer" if "--no_decoder" in flags else "SARCSETrainer")
+    assert [part.name for part in trainer.parts] == ["sarcse"]
+    assert trainer.checkpoint_files() == (() if flags else (TOKEN_COUNTS_NAME,))
     decoder, adaptive = "--no_decoder" not in flags, not flags
     with open(os.path.join(out, "trainer_state.json")) as f:
         history = json.load(f)["log_history"]
@@ -510,7 +531,11 @@ def test_run_sarcse_with_each_ablation(tiny_roberta, tmp_path, flags):
         assert os.path.isfile(os.path.join(directory, TOKEN_COUNTS_NAME)) == adaptive, directory
     with open(os.path.join(out, "cse_config.json")) as f:
         config = json.load(f)
-    assert (config["model_kind"], config["pooler"], config["autoencoder"]["decoder"]) == ("sarcse", "textcnn", decoder)
+    assert (config["model_class"], config["pooler"], config["autoencoder"]["decoder"]) == (
+        "cse.autoencoding:SARCSEModel",
+        "textcnn",
+        decoder,
+    )
     model = load_model(out)
     assert model.encode(["a man plays a guitar", "hi"]).shape == (2, 3 * 15)
     assert any(key.startswith("transposed") for key in model.autoencoder.state_dict()) == decoder

@@ -21,16 +21,17 @@ from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 import cse.modeling
 from cse import registry
+from cse.autoencoding import SARCSEModel
 from cse.losses import InfoNCELoss
 from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.losses.mixcse import MixCSELoss
 from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss
 from cse.losses.sgbert import SelfGuidedLoss
 from cse.losses.vadvcse import divergence
-from cse.methods.adcse import MomentumDualEncoder
-from cse.methods.sarcse import SARCSEModel
+from cse.methods.adcse import AdCSE, AdCSEArguments
 from cse.methods.sgbert import SelfGuidedEncoder
 from cse.modeling import CSEModel, prepared_attention_mask
+from cse.parts import Part
 from cse.trainer import CSETrainer
 
 from .conftest import REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, tiny_run
@@ -141,7 +142,7 @@ BASE_STEPS, METHOD_STEPS = 100, 25
 
 
 def curve_steps(record) -> int:
-    updates_after_step = record.part is not None and hasattr(record.part.trainer, "after_optimizer_step")
+    updates_after_step = record.part.after_step is not Part.after_step
     return BASE_STEPS if record.base or updates_after_step else METHOD_STEPS
 
 
@@ -222,10 +223,10 @@ def test_no_host_sync_on_cuda_under_bf16_with_fused_adamw(method, backbones, tmp
 
 
 def per_parameter_momentum_update(self):
-    q = dict(self.backbone.named_parameters())
+    q, m = dict(self.model.backbone.named_parameters()), self.args.momentum
     with torch.no_grad():
-        for name, p in self.momentum_backbone.named_parameters():
-            p.mul_(self.momentum).add_(q[name], alpha=1.0 - self.momentum)
+        for name, p in self.model.momentum_backbone.named_parameters():
+            p.mul_(m).add_(q[name], alpha=1.0 - m)
 
 
 def per_parameter_distance(self):
@@ -241,7 +242,7 @@ def cropped_content_tokens(self, states, input_ids, attention_mask):
 
 def reference_implementations(monkeypatch):
     monkeypatch.setattr(cse.modeling, "prepared_attention_mask", lambda backbone, mask: mask)
-    monkeypatch.setattr(MomentumDualEncoder, "momentum_update", per_parameter_momentum_update)
+    monkeypatch.setattr(AdCSE, "momentum_update", per_parameter_momentum_update)
     monkeypatch.setattr(SelfGuidedEncoder, "parameter_distance", per_parameter_distance)
     monkeypatch.setattr(SARCSEModel, "content_tokens", cropped_content_tokens)
 
@@ -320,15 +321,17 @@ def test_losses_compute_in_float32_under_bf16_autocast():
 
 @pytest.mark.parametrize("shared_head", [True, False])
 def test_momentum_update_is_eq4_in_float64(backbones, shared_head):
-    encoder = CSEModel.from_pretrained(backbones["bert"], pooler_type="cls")
-    model = MomentumDualEncoder.from_encoder(encoder, momentum=0.9, shared_head=shared_head)
+    model = CSEModel.from_pretrained(backbones["bert"], pooler_type="cls")
+    model.attach_momentum_backbone(shared_head=shared_head)
+    part = AdCSE(AdCSEArguments(momentum=0.9))
+    part.model = model
     p0 = {n: t.detach().double().clone() for n, t in model.momentum_backbone.named_parameters()}
     q = dict(model.backbone.named_parameters())
     for k in range(1, 4):
         with torch.no_grad():
             for t in q.values():
                 t.add_(torch.randn_like(t))  # q moves, as after an optimizer step
-        model.momentum_update()
+        part.momentum_update()
         for name, p in model.momentum_backbone.named_parameters():
             expected = 0.9 * p0[name] + 0.1 * q[name].detach().double()
             torch.testing.assert_close(p.double(), expected, rtol=0, atol=1e-6 * k)

@@ -34,13 +34,20 @@ from cse.methods.vadvcse import (
     VAdvCSETrainer,
     perturbed_word_embeddings,
     replaying_rng,
-    vadvcse_loss,
 )
 from cse.modeling import CSEModel
 from cse.results import load_paper_results
 
 from .conftest import DATA, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, launches, torchrun
-from .vadvcse_reference import DDP_STEP_SIZES, RecordingSearch, batch_of, grads, hand_objective, objective_and_gradients
+from .vadvcse_reference import (
+    DDP_STEP_SIZES,
+    RecordingSearch,
+    batch_of,
+    grads,
+    hand_objective,
+    objective_and_gradients,
+    vadvcse_loss,
+)
 
 # --- the divergences (Eqs. 11-14) ---------------------------------------------------------------
 
@@ -128,7 +135,7 @@ def anchor_closure(encoder, inputs, candidates, tau=0.05):
 
     def perturbed_logits(r):
         with perturbed_word_embeddings(encoder.backbone, r):
-            h = encoder(**anchors)[:, 0]
+            h = encoder(**anchors)["embeddings"][:, 0]
         return torch.nn.functional.normalize(h, dim=-1) @ torch.nn.functional.normalize(candidates, dim=-1).T / tau
 
     return perturbed_logits
@@ -145,7 +152,7 @@ def test_ascent_raises_the_divergence_within_the_ball_and_leaves_no_parameter_gr
     )
     inputs = batch_of(no_dropout_bert)
     mask = inputs["attention_mask"][:, 0]
-    closure = anchor_closure(encoder, inputs, encoder(**inputs)[:, 1].detach())
+    closure = anchor_closure(encoder, inputs, encoder(**inputs)["embeddings"][:, 1].detach())
     clean = closure(torch.zeros(*mask.shape, 32))  # r = 0: the clean prediction (dropout off)
     noise = torch.randn(*mask.shape, 32)
     sigma = epsilon / 100
@@ -253,30 +260,30 @@ def test_shared_dropout_makes_the_divergence_measure_r_alone(tiny_bert):
 # --- combined with another method's trainer -------------------------------------------------------
 
 
-def test_combined_with_mixcse_by_inheritance_keeps_both_methods_terms_and_statistics(no_dropout_bert, tmp_path):
-    """``class T(VAdvCSETrainer, MixCSETrainer)``: MixCSE's loss is the contrastive term, V-advCSE adds
-    lambda L_vadv, and the log holds both methods' statistics (Fig. 4(a)'s scores by hand in float64,
-    L_vadv, ||r||) and both terms (the loss is their sum)."""
+def test_combined_with_mixcse_keeps_both_methods_terms_and_statistics(no_dropout_bert, tmp_path):
+    """The parts of both: MixCSE's loss is the contrastive term, V-advCSE adds lambda L_vadv, and the log
+    holds both methods' statistics (Fig. 4(a)'s scores by hand in float64, L_vadv, ||r||) and both
+    terms (the loss is their sum)."""
     from cse.losses.mixcse import MixCSELoss
-    from cse.methods.mixcse import MixCSETrainer
-
-    class MixVAdvTrainer(VAdvCSETrainer, MixCSETrainer):
-        pass
+    from cse.methods.mixcse import MixCSE
+    from cse.methods.vadvcse import VAdvCSE
+    from cse.trainer import CSETrainer
 
     tau, lam = 0.05, 0.5
+    vadvcse = VAdvCSE(VAdvCSEArguments(vadv_lambda=lam))
+    vadvcse.vadv_loss = RecordingSearch("js", "linf", sigma=1e-3, epsilon=5e-2, step_size=5e-2)
     tok = AutoTokenizer.from_pretrained(no_dropout_bert)
     args = CSETrainingArguments(
         str(tmp_path), per_device_train_batch_size=6, use_cpu=True, report_to=[], log_term_gradients=True
     )
-    trainer = MixVAdvTrainer(
+    trainer = CSETrainer(
         model=CSEModel.from_pretrained(no_dropout_bert, pooler_type="cls", mlp_only_train=True),
         args=args,
         data_collator=TwoViewCollator(tok),
         processing_class=tok,
         loss=MixCSELoss(temperature=tau),
         senteval_data_dir=SENTEVAL,
-        vadv_loss=RecordingSearch("js", "linf", sigma=1e-3, epsilon=5e-2, step_size=5e-2),
-        vadv_lambda=lam,
+        parts=[MixCSE(), vadvcse],
     )
     trainer.state.logging_steps = 1  # the step logs: the terms are separated and their gradients measured
     trainer.model.train()
@@ -288,7 +295,7 @@ def test_combined_with_mixcse_by_inheritance_keeps_both_methods_terms_and_statis
     terms = {f"term{part}_{name}" for name in ("contrastive", "vadv") for part in ("", "_grad_norm", "_share")}
     assert set(logged) == mixcse | vadv | terms
     with torch.no_grad():
-        views = trainer.model(**batch).double()
+        views = trainer.model(**batch)["embeddings"].double()
     unit = views / views.norm(dim=-1, keepdim=True)
     cosines = unit[:, 0] @ unit[:, 1].T / tau
     n = len(cosines)
@@ -299,7 +306,7 @@ def test_combined_with_mixcse_by_inheritance_keeps_both_methods_terms_and_statis
     assert logged["term_contrastive"] == pytest.approx(MixCSELoss(tau)(views[:, 0], views[:, 1]).item(), rel=1e-5)
     assert logged["term_vadv"] == pytest.approx(lam * logged["loss_vadv"], rel=1e-6) and logged["loss_vadv"] > 0
     assert loss.item() == pytest.approx(logged["term_contrastive"] + logged["term_vadv"], rel=1e-6)
-    assert torch.all(trainer.vadv_loss.r.abs() <= 5e-2 + 1e-9) and logged["perturbation_norm"] > 0
+    assert torch.all(trainer.part("vadvcse").vadv_loss.r.abs() <= 5e-2 + 1e-9) and logged["perturbation_norm"] > 0
 
 
 # --- two processes ---------------------------------------------------------------------------------
@@ -387,9 +394,9 @@ def test_run_vadvcse(tiny_bert, tiny_roberta, tmp_path, monkeypatch, family, fla
         assert entry["loss_vadv"] > 0 and entry["perturbation_norm"] > 0
         # L = L_cont + lambda * L_vadv, lambda = 1e-6 (averaged over the logging window alike)
         assert entry["loss"] == pytest.approx(entry["loss_contrastive"] + 1e-6 * entry["loss_vadv"], rel=1e-3)
-    options = trainer.vadv_loss.get_config_dict()
+    options = trainer.part("vadvcse").vadv_loss.get_config_dict()
     assert options["divergence"] == (flags[flags.index("--divergence") + 1] if "--divergence" in flags else "js")
-    assert options["norm"] == ("l2" if "l2" in flags else "linf") and trainer.vadv_lambda == 1e-6
+    assert options["norm"] == ("l2" if "l2" in flags else "linf") and trainer.part("vadvcse").args.vadv_lambda == 1e-6
     with open(os.path.join(out, "run_args.json")) as f:  # the method's settings guard resumption
         assert json.load(f)["method"]["head"] == (flags[flags.index("--head") + 1] if "--head" in flags else "mlp_bn")
     checkpoint = [d for d in os.listdir(out) if d.startswith("checkpoint-")][0]

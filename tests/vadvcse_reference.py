@@ -8,8 +8,9 @@ from transformers import AutoTokenizer
 from cse.data import TwoViewCollator
 from cse.losses import InfoNCELoss
 from cse.losses.vadvcse import VirtualAdversarialLoss
-from cse.methods.vadvcse import MLPHeadEncoder, vadvcse_loss
+from cse.methods.vadvcse import MLPHeadEncoder, vadvcse_terms
 from cse.modeling import CSEModel
+from cse.parts import total
 
 from .conftest import SENTENCES
 
@@ -81,3 +82,10 @@ def objective_and_gradients(model_dir, batch, wrap=lambda model: model, ascent="
     loss, _, _ = vadvcse_loss(model, encoder, inputs, InfoNCELoss(0.05), search, 1.0, noise=batch["noise"])
     loss.backward()
     return {"loss": loss.detach().reshape(1), "r": search.r.contiguous(), **grads(encoder)}
+
+
+def vadvcse_loss(*args, **kwargs):
+    """L = L_cont + lambda L_vadv (Eq. 10), the sum of :func:`cse.methods.vadvcse.vadvcse_terms`' terms:
+    ``(L, views, statistics)``."""
+    terms, views, stats = vadvcse_terms(*args, **kwargs)
+    return total(terms), views, stats

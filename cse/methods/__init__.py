@@ -1,2 +1,3 @@
-"""One module per method: its argument dataclass, its ``CSETrainer`` subclass and its record
-(:mod:`cse.registry`); the loss lives in ``cse.losses``."""
+"""One module per method: its part (:mod:`cse.parts`: the hooks, its flags and paper), the trainer
+class of its preset for code that imports it, and its record (:mod:`cse.registry`); its loss lives
+in ``cse.losses``."""

@@ -3,8 +3,8 @@ DASFAA 2022): an untied dual encoder whose second encoder follows the first by m
 of negative adversaries trained by gradient ascent on the contrastive loss (the loss itself is
 :class:`cse.losses.adcse.AdversarialInfoNCELoss`).
 
-One optimizer step of :class:`AdCSETrainer` is, for encoder q (theta_q), momentum encoder p
-(theta_p) and adversaries theta_n:
+One optimizer step of a run with AdCSE's part (:class:`AdCSE`) is, for encoder q (theta_q), momentum
+encoder p (theta_p) and adversaries theta_n:
 
     theta_q <- theta_q - alpha_q * dL/dtheta_q          (Eq. 6; the Trainer's AdamW, lr 3e-5)
     theta_n <- theta_n + alpha_n * dL/dtheta_n          (Eq. 7; SGD, lr 3e-3, momentum 0.9)
@@ -21,7 +21,6 @@ starts as an exact copy of the pretrained q and token types are zero.
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 from dataclasses import dataclass, field, fields
@@ -29,18 +28,13 @@ from dataclasses import dataclass, field, fields
 import torch
 import torch.distributed as dist
 from safetensors.torch import load_file, save_file
-from transformers import TrainerCallback
 
 from .. import citations
-from ..composition import Part
 from ..distributed import world_size
 from ..errors import CSEUsageError
-from ..losses import InfoNCELoss
 from ..losses.adcse import LOSS_FORMS, AdversarialInfoNCELoss
-from ..modeling import CSEModel
-from ..pipeline import load_encoder
+from ..parts import Part
 from ..registry import BenchShape, MethodRecord, register
-from ..resume import resolve_checkpoint
 from ..trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
@@ -112,91 +106,13 @@ class AdCSEArguments:
                 raise ValueError(f"--{', --'.join(changed)} set, but --no_{switch} leaves nothing for it to act on")
 
 
-class MomentumDualEncoder(CSEModel):
-    """Encoder q (``backbone``, trained by gradient) and encoder p (``momentum_backbone``, following
-    q by Eq. 4). The training forward encodes view 0 with q and view 1 with p, without gradient; the
-    embedding forward, ``encode`` and ``save_pretrained`` are q's alone.
-
-    Args (besides those of :class:`CSEModel`, or of the encoder class it is combined with: see
-    :class:`cse.methods.sarcse.MomentumSARCSEModel`):
-        momentum: m in Eq. 4.
-        shared_head: apply q's head to p's [CLS] (the released code) instead of p's own momentum
-            copy of it (the paper's g_p). Only meaningful with the ``cls`` pooler.
-    """
-
-    def __init__(self, *args, momentum: float = 0.995, shared_head: bool = True, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.momentum = momentum
-        self.shared_head = shared_head and self.pooler_type == "cls"
-        self.momentum_backbone = copy.deepcopy(self.backbone).requires_grad_(False)
-        if self.shared_head:
-            self.momentum_backbone.pooler = None  # p's [CLS] goes through q's head instead
-        self._parameter_cache = None
-
-    @classmethod
-    def from_encoder(cls, encoder: CSEModel, momentum: float = 0.995, shared_head: bool = True):
-        """Pair ``encoder`` (as q, weights shared, not copied) with a momentum copy of it as p. A
-        backbone and pooler only: an encoder with more to its embedding (a subclass of
-        :class:`CSEModel`) is refused rather than stripped."""
-        if type(encoder) is not CSEModel:
-            raise TypeError(
-                f"{type(encoder).__name__} is more than a backbone and a pooler, which is all this momentum encoder "
-                "would keep: pair it by its own class (a SARCSEModel: cse.methods.sarcse.MomentumSARCSEModel)"
-            )
-        return cls(
-            encoder.backbone,
-            encoder.tokenizer,
-            pooler_type=encoder.pooler_type,
-            mlp_only_train=encoder.mlp_only_train,
-            momentum=momentum,
-            shared_head=shared_head,
-        )
-
-    def _parameter_lists(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """([theta_p], [theta_q]), matched by name. Built once: moving or loading the module keeps its
-        parameter objects, and walking the modules of two encoders costs a millisecond a step."""
-        if self._parameter_cache is None:
-            q = dict(self.backbone.named_parameters())
-            p = list(self.momentum_backbone.named_parameters())
-            self._parameter_cache = ([t for _, t in p], [q[name] for name, _ in p])
-        return self._parameter_cache
-
-    @torch.no_grad()
-    def copy_to_momentum_encoder(self) -> None:
-        """theta_p <- theta_q (step 0: p is an exact copy of q)."""
-        torch._foreach_copy_(*self._parameter_lists())
-
-    def reset_head(self) -> None:
-        super().reset_head()
-        self.copy_to_momentum_encoder()
-
-    @torch.no_grad()
-    def momentum_update(self) -> None:
-        """Eq. 4: theta_p <- m * theta_p + (1 - m) * theta_q, as two multi-tensor kernels over all
-        parameters (the same two roundings per element as ``p.mul_(m).add_(q, alpha=1 - m)``)."""
-        p, q = self._parameter_lists()
-        torch._foreach_mul_(p, self.momentum)
-        torch._foreach_add_(p, q, alpha=1.0 - self.momentum)
-
-    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
-        """``(batch, 2, length)`` -> ``(batch, 2, hidden)``: h_i from q, h_i+ from p."""
-        view = lambda t, v: None if t is None else t[:, v]  # noqa: E731
-        anchors = self._pooled(self.pooler_type, view(input_ids, 0), view(attention_mask, 0), view(token_type_ids, 0))
-        positive_view = (view(input_ids, 1), view(attention_mask, 1), view(token_type_ids, 1))
-        with torch.no_grad():
-            if self.shared_head:
-                cls = self._pooled("cls_before_pooler", *positive_view, backbone=self.momentum_backbone)
-                # The head reads position 0 of a sequence of hidden states.
-                positives = self.backbone.pooler(cls[:, None])
-            else:
-                positives = self._pooled(self.pooler_type, *positive_view, backbone=self.momentum_backbone)
-        return torch.stack([anchors, positives], dim=1)
-
-
-class AdCSETrainer(CSETrainer):
-    """``CSETrainer`` that, once per optimizer step (after gradient accumulation, whatever the number
-    of micro-batches), takes the adversaries' ascent step and then the momentum update of p
-    (:meth:`after_optimizer_step`).
+class AdCSE(Part):
+    """AdCSE's part: p, a momentum copy of the backbone, encodes the positives (it replaces the
+    ``positives`` slot: :meth:`cse.modeling.CSEModel.attach_momentum_backbone`), and M adversaries add
+    columns to the softmax (:class:`~cse.losses.adcse.AdversarialInfoNCELoss`, around the softmax of
+    a part that replaces it). Once per optimizer step (after gradient accumulation, whatever the
+    number of micro-batches) it takes the adversaries' ascent step and then the momentum update of
+    p (:meth:`after_step`).
 
     The adversaries live in the loss, outside the model: the Trainer's optimizer, gradient clipping,
     loss scaling, DDP and DeepSpeed never see them. Their gradient is unscaled here (fp16: the
@@ -213,69 +129,127 @@ class AdCSETrainer(CSETrainer):
 
     Every checkpoint holds p (in the model's weights; its fp32 master, if any, in
     ``adcse_momentum_master.safetensors``) and the adversaries with their SGD momentum (in
-    ``adcse_adversaries.safetensors``); ``train(resume_from_checkpoint=...)`` restores all of them,
-    and refuses a checkpoint of another model layout or number of adversaries.
-
-    Args (besides ``CSETrainer``'s): the adversaries' ``adversary_learning_rate``,
-    ``adversary_momentum`` and ``adversary_weight_decay``.
+    ``adcse_adversaries.safetensors``); a resumed run restores all of them, and refuses a checkpoint
+    of another model layout or number of adversaries.
     """
 
+    name = "adcse"
+    display_name = "AdCSE"
     citation = citations.ADCSE
+    docs = "docs/methods/adcse.md"
+    equation = (
+        "h_i+ from momentum encoder p, theta_p <- m theta_p + (1 - m) theta_q after each step (Eq. 4), and M "
+        "learnable adversaries n_j as extra columns e^{s(h_i, n_j)/tau} of the softmax (Eq. 5, the released "
+        "form's in-batch negatives kept), ascending the loss that q descends (Eqs. 6-7; Li et al. 2022)"
+    )
+    Flags = AdCSEArguments
+    replaces = frozenset({"positives"})
+    notes = {
+        "softmax": "One softmax: each row's columns are the batch's positives, the replaced softmax's columns "
+        "(MixCSE's mixed negatives) and AdCSE's M adversaries (cos(row anchor, n_j)/tau; "
+        "`AdversarialInfoNCELoss(base=MixCSELoss(...))`, AdCSE's released form only); the positives come from p."
+    }
 
-    def __init__(
-        self,
-        *args,
-        adversary_learning_rate: float = 3e-3,
-        adversary_momentum: float = 0.9,
-        adversary_weight_decay: float = 1e-4,
-        **kwargs,
-    ):
-        super().__init__(*args, **kwargs)
-        self.refuse_sharding(
-            "AdCSE", "the momentum update of p (Eq. 4) reads and writes whole weights outside the optimizer"
-        )
-        self.loss_fn.to(self.args.device)
+    def __init__(self, args=None, model_args=None):
+        super().__init__(args, model_args)
+        self.adversaries = None
+        self.adversary_optimizer = None
+        self.model = None  # the model whose momentum backbone p follows q, if it has one
+        self._parameter_lists = None
         self.momentum_master: dict[str, torch.Tensor] | None = None
         self._saved_momentum_master: dict[str, torch.Tensor] | None = None
         self._resuming = False
         self._step_loss_scale = 1.0
-        self.adversaries = getattr(self.loss_fn, "adversaries", None)
-        self.adversary_optimizer = None
+
+    def conflict(self, others: list[Part]) -> str | None:
+        """Why ``--adcse_variant paper`` does not combine with the other parts, if it does not: its Eq. 5
+        has no in-batch negatives, which a replaced softmax's columns are (MixCSE's mixtures), and its p
+        has a head of its own, where a replaced embedding is shared by q and p (SARCSE's autoencoder)."""
+        if self.args.variant != "paper":
+            return None
+        for other in others:
+            if "softmax" in other.replaces and self.args.adversaries:
+                return (
+                    f"--adcse_variant paper has no in-batch negatives, and {other.display_name}'s softmax "
+                    "is over in-batch ones: use released"
+                )
+            if "embedding" in other.replaces and self.args.untied_dual_encoder:
+                return (
+                    f"--adcse_variant paper gives p its own head, and {other.display_name}'s embedding is shared "
+                    "by q and p: use released"
+                )
+        return None
+
+    def wrap(self, model, replaced):
+        """p for the positives (``--untied_dual_encoder``, the default): a momentum copy of the backbone,
+        its [CLS] through q's head in the released form (the paper's g_p: its own copy of the head), and
+        through the shared autoencoder where another part replaced the embedding (SARCSE's Z)."""
+        if self.args.untied_dual_encoder:
+            shared = "embedding" in replaced or (self.args.variant == "released" and model.pooler_type == "cls")
+            model.attach_momentum_backbone(shared_head=shared)
+        return model
+
+    def loss(self, loss, model, replaced):
+        """``loss`` with the negative adversaries' columns (Eq. 5): InfoNCE's, computed by the adversarial
+        loss itself, or those of the softmax another part made (``base``: MixCSE's); ``loss`` itself with
+        ``--no_adversaries`` (in-batch negatives only, whichever the variant: Eq. 5 without adversaries
+        has no negatives)."""
+        if not self.args.adversaries:
+            return loss
+        return AdversarialInfoNCELoss(
+            model.embedding_size,
+            self.args.num_adversaries,
+            self.model_args.temp,
+            form=self.args.variant,
+            adversary_temperature=self.args.adversary_temperature,
+            base=loss if "softmax" in replaced else None,
+        )
+
+    def setup(self, trainer) -> None:
+        trainer.refuse_sharding(
+            "AdCSE", "the momentum update of p (Eq. 4) reads and writes whole weights outside the optimizer"
+        )
+        trainer.loss_fn.to(trainer.args.device)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        self.model = model if getattr(model, "momentum_backbone", None) is not None else None
+        self.adversaries = getattr(trainer.loss_fn, "adversaries", None)
         if self.adversaries is not None:
             self.adversary_optimizer = torch.optim.SGD(
                 [self.adversaries],
-                lr=adversary_learning_rate,
-                momentum=adversary_momentum,
-                weight_decay=adversary_weight_decay,
+                lr=self.args.adversary_learning_rate,
+                momentum=self.args.adversary_momentum,
+                weight_decay=self.args.adversary_weight_decay,
                 maximize=True,
                 foreach=True,
             )
             if world_size() > 1:
                 # Seeded alike on every process; made bit-identical so that they stay so.
                 dist.broadcast(self.adversaries.data, src=0)
-        self.add_callback(_AfterOptimizerStep(self))
 
-    def checkpoint_files(self) -> tuple[str, ...]:
+    def parameters(self) -> list[torch.Tensor]:
+        return [] if self.adversaries is None else [self.adversaries]
+
+    def state_files(self, trainer) -> tuple[str, ...]:
         files = () if self.adversaries is None else (ADVERSARY_STATE_NAME,)
-        # p is cast to 16 bits only by DeepSpeed's engine; then its fp32 master is saved (prepare_momentum_master)
-        if self.dual_encoder is not None and self.is_deepspeed_enabled and (self.args.bf16 or self.args.fp16):
+        # p is cast to 16 bits only by DeepSpeed's engine; then its fp32 master is saved (momentum_master)
+        if self.model is not None and trainer.is_deepspeed_enabled and (trainer.args.bf16 or trainer.args.fp16):
             files += (MOMENTUM_MASTER_NAME,)
         return files
 
-    @property
-    def dual_encoder(self) -> MomentumDualEncoder | None:
-        model = self.accelerator.unwrap_model(self.model)
-        return model if isinstance(model, MomentumDualEncoder) else None
-
-    def loss_scale(self) -> float:
+    def loss_scale(self, trainer) -> float:
         """The factor by which the backward multiplies every gradient (fp16's dynamic loss scale)."""
-        if self.is_deepspeed_enabled:
-            engine = self.model_wrapped
+        if trainer.is_deepspeed_enabled:
+            engine = trainer.model_wrapped
             return float(engine.optimizer.loss_scale) if engine.fp16_enabled() else 1.0
-        scaler = self.accelerator.scaler
+        scaler = trainer.accelerator.scaler
         return scaler.get_scale() if scaler is not None and scaler.is_enabled() else 1.0
 
-    def after_optimizer_step(self) -> None:
+    def step_begin(self, trainer) -> None:
+        # Read before the step's backwards: the fp16 scale changes only at the optimizer step, which
+        # DeepSpeed takes inside the last micro-batch's backward.
+        self._step_loss_scale = self.loss_scale(trainer)
+
+    def after_step(self, trainer) -> None:
         """AdCSE's step, right after the Trainer's optimizer has updated q (Eq. 6): the adversaries'
         ascent on the same backward's gradient (Eq. 7), then p's momentum update from the new q
         (Eq. 4, which reads q after its step). Neither is the Trainer's optimizer's business: the
@@ -283,7 +257,7 @@ class AdCSETrainer(CSETrainer):
 
         After an fp16 overflow the scaler skipped q's step, so the adversaries and p stay too."""
         adversaries = self.adversaries
-        if self.accelerator.optimizer_step_was_skipped:
+        if trainer.accelerator.optimizer_step_was_skipped:
             if adversaries is not None:
                 self.adversary_optimizer.zero_grad(set_to_none=True)
             return
@@ -301,9 +275,21 @@ class AdCSETrainer(CSETrainer):
             self.adversary_optimizer.step()
             self.adversary_optimizer.zero_grad(set_to_none=True)
         if self.momentum_master is not None:
-            master_momentum_update(self.dual_encoder, self.momentum_master, self.is_deepspeed_enabled)
-        elif self.dual_encoder is not None:
-            self.dual_encoder.momentum_update()
+            master_momentum_update(self.model, self.momentum_master, self.args.momentum, trainer.is_deepspeed_enabled)
+        elif self.model is not None:
+            self.momentum_update()
+
+    @torch.no_grad()
+    def momentum_update(self) -> None:
+        """Eq. 4: theta_p <- m * theta_p + (1 - m) * theta_q, as two multi-tensor kernels over all
+        parameters (the same two roundings per element as ``p.mul_(m).add_(q, alpha=1 - m)``). The
+        parameter lists are built once: moving or loading the module keeps its parameter objects, and
+        walking the modules of two encoders costs a millisecond a step."""
+        if self._parameter_lists is None:
+            self._parameter_lists = self.model.momentum_parameters()
+        p, q = self._parameter_lists
+        torch._foreach_mul_(p, self.args.momentum)
+        torch._foreach_add_(p, q, alpha=1.0 - self.args.momentum)
 
     def adversary_state(self) -> dict[str, torch.Tensor]:
         state = {"adversaries": self.adversaries.detach()}
@@ -312,7 +298,7 @@ class AdCSETrainer(CSETrainer):
             state["momentum_buffer"] = buffer
         return {name: tensor.contiguous().cpu() for name, tensor in state.items()}
 
-    def load_adversary_state(self, checkpoint: str) -> None:
+    def load_adversary_state(self, trainer, checkpoint: str) -> None:
         path = os.path.join(checkpoint, ADVERSARY_STATE_NAME)
         if not os.path.isfile(path):
             raise FileNotFoundError(
@@ -320,7 +306,7 @@ class AdCSETrainer(CSETrainer):
                 "them from scratch"
             )
         # read on the CPU: safetensors refuses device names such as DeepSpeed's "cpu:0"
-        state = {name: t.to(self.args.device) for name, t in load_file(path).items()}
+        state = {name: t.to(trainer.args.device) for name, t in load_file(path).items()}
         if state["adversaries"].shape != self.adversaries.shape:
             raise CSEUsageError(
                 f"{path} holds {tuple(state['adversaries'].shape)} adversaries, this run "
@@ -332,45 +318,37 @@ class AdCSETrainer(CSETrainer):
             self.adversary_optimizer.state[self.adversaries]["momentum_buffer"] = state["momentum_buffer"]
         logger.info("adversaries and their optimizer state restored from %s", path)
 
-    def prepare_momentum_master(self) -> None:
-        """Once the model is wrapped (and cast, and a checkpoint loaded): p's fp32 master where p is
-        in 16 bits (:func:`momentum_master`)."""
-        encoder, saved = self.dual_encoder, self._saved_momentum_master
-        self._saved_momentum_master = None
-        self.momentum_master = None if encoder is None else momentum_master(encoder, saved, self._resuming)
-
-    def train(self, resume_from_checkpoint=None, **kwargs):
-        resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
-        self._resuming = bool(resume_from_checkpoint)
-        if resume_from_checkpoint and self.adversaries is not None:
-            self.load_adversary_state(resume_from_checkpoint)
-        master = os.path.join(resume_from_checkpoint or "", MOMENTUM_MASTER_NAME)
-        if resume_from_checkpoint and self.dual_encoder is not None and os.path.isfile(master):
+    def begin(self, trainer, checkpoint: str | None) -> None:
+        self._resuming = bool(checkpoint)
+        if checkpoint and self.adversaries is not None:
+            self.load_adversary_state(trainer, checkpoint)
+        master = os.path.join(checkpoint or "", MOMENTUM_MASTER_NAME)
+        if checkpoint and self.model is not None and os.path.isfile(master):
             prefix = "momentum_backbone."
             self._saved_momentum_master = {
-                name.removeprefix(prefix): t.to(self.args.device) for name, t in load_file(master).items()
+                name.removeprefix(prefix): t.to(trainer.args.device) for name, t in load_file(master).items()
             }
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
-        super().save_model(output_dir, _internal_call=_internal_call)
-        # A checkpoint's model is saved first, before its optimizer and Trainer state: writing the
-        # adversaries here, not after the checkpoint (on_save), leaves no complete-looking
-        # checkpoint without them.
-        output_dir = output_dir or self.args.output_dir
-        if self.adversaries is not None and self.args.should_save:
-            save_file(self.adversary_state(), os.path.join(output_dir, ADVERSARY_STATE_NAME))
-        if self.momentum_master is not None and self.args.should_save:
+    def train_begin(self, trainer) -> None:
+        """Once the model is wrapped (and cast, and a checkpoint loaded): p's fp32 master where p is
+        in 16 bits (:func:`momentum_master`)."""
+        saved, self._saved_momentum_master = self._saved_momentum_master, None
+        self.momentum_master = None if self.model is None else momentum_master(self.model, saved, self._resuming)
+
+    def save_state(self, trainer, directory: str) -> None:
+        if self.adversaries is not None and trainer.args.should_save:
+            save_file(self.adversary_state(), os.path.join(directory, ADVERSARY_STATE_NAME))
+        if self.momentum_master is not None and trainer.args.should_save:
             master = {f"momentum_backbone.{name}": t.contiguous().cpu() for name, t in self.momentum_master.items()}
-            save_file(master, os.path.join(output_dir, MOMENTUM_MASTER_NAME))
+            save_file(master, os.path.join(directory, MOMENTUM_MASTER_NAME))
 
 
-def momentum_master(encoder: MomentumDualEncoder, saved: dict | None, resuming: bool) -> dict | None:
+def momentum_master(model, saved: dict | None, resuming: bool) -> dict | None:
     """p's fp32 master weights where DeepSpeed's engine has cast p to 16 bits (restored from the
     checkpoint's ``saved`` when resuming, else p's own weights), copied into p; ``None`` for fp32 p,
     which then takes the checkpoint's master if there is one (it is p, exactly, where the
     checkpoint's p was rounded)."""
-    p = dict(encoder.momentum_backbone.named_parameters())
+    p = dict(model.momentum_backbone.named_parameters())
     if saved is not None and saved.keys() != p.keys():
         raise ValueError(f"{MOMENTUM_MASTER_NAME} does not hold this model's encoder p")
     if all(t.dtype == torch.float32 for t in p.values()):
@@ -394,139 +372,46 @@ def momentum_master(encoder: MomentumDualEncoder, saved: dict | None, resuming: 
 
 
 @torch.no_grad()
-def master_momentum_update(encoder: MomentumDualEncoder, master: dict, deepspeed: bool) -> None:
+def master_momentum_update(model, master: dict, m: float, deepspeed: bool) -> None:
     """Eq. 4 on p's fp32 ``master``, from q's fp32 weights (the optimizer's master under DeepSpeed),
     copied into the 16-bit p."""
-    m, q = encoder.momentum, dict(encoder.backbone.named_parameters())
+    q = dict(model.backbone.named_parameters())
     if deepspeed:
         from deepspeed.utils import safe_get_full_fp32_param
-    for name, p in encoder.momentum_backbone.named_parameters():
+    for name, p in model.momentum_backbone.named_parameters():
         q_fp32 = safe_get_full_fp32_param(q[name]) if deepspeed else None
         q_fp32 = q[name].float() if q_fp32 is None else q_fp32
         master[name].mul_(m).add_(q_fp32.to(master[name].device), alpha=1.0 - m)
         p.copy_(master[name])
 
 
-class _AfterOptimizerStep(TrainerCallback):
-    """Runs :meth:`AdCSETrainer.after_optimizer_step` at the Trainer's optimizer-step event, the
-    public hook after ``optimizer.step()``."""
+class AdCSETrainer(CSETrainer):
+    """The preset of :class:`AdCSE` for code that builds its own model and loss: ``CSETrainer`` with
+    the part. The model's momentum backbone, if any (:meth:`cse.modeling.CSEModel.attach_momentum_backbone`),
+    follows q with momentum ``momentum``; the loss's adversaries, if any, ascend with
+    ``adversary_learning_rate``, ``adversary_momentum`` and ``adversary_weight_decay``."""
 
-    def __init__(self, trainer: AdCSETrainer):
-        self.trainer = trainer
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.trainer.prepare_momentum_master()
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        # Read before the step's backwards: the fp16 scale changes only at the optimizer step, which
-        # DeepSpeed takes inside the last micro-batch's backward.
-        self.trainer._step_loss_scale = self.trainer.loss_scale()
-
-    def on_optimizer_step(self, args, state, control, **kwargs):
-        self.trainer.after_optimizer_step()
-
-
-def momentum_encoder(model, model_args, adcse_args: AdCSEArguments):
-    """The model with momentum encoder p for the positives (``--untied_dual_encoder``, the default): a
-    :class:`MomentumDualEncoder`, or the momentum class an encoder with more to its embedding names
-    (``momentum_class``: SARCSE's :class:`~cse.methods.sarcse.MomentumSARCSEModel`, whose shared
-    head is its autoencoder)."""
-    if not adcse_args.untied_dual_encoder:
-        return model
-    paired = getattr(model, "momentum_class", None)
-    if paired is not None:
-        if adcse_args.variant == "paper":
-            raise CSEUsageError(
-                f"--adcse_variant paper gives p its own head, and {type(model).__name__}'s head is shared by q and p"
-            )
-        return paired.from_encoder(model, momentum=adcse_args.momentum)
-    shared_head = adcse_args.variant == "released"
-    return MomentumDualEncoder.from_encoder(model, momentum=adcse_args.momentum, shared_head=shared_head)
-
-
-def adversarial_loss(loss, model, model_args, adcse_args: AdCSEArguments):
-    """``loss`` with the negative adversaries' columns (Eq. 5): InfoNCE's, or those of the softmax
-    another part made (``base``: MixCSE's); ``loss`` itself with ``--no_adversaries`` (in-batch
-    negatives only, whichever the variant: Eq. 5 without adversaries has no negatives)."""
-    if not adcse_args.adversaries:
-        return loss
-    return AdversarialInfoNCELoss(
-        model.embedding_size,
-        adcse_args.num_adversaries,
-        model_args.temp,
-        form=adcse_args.variant,
-        adversary_temperature=adcse_args.adversary_temperature,
-        base=None if type(loss) is InfoNCELoss else loss,
-    )
-
-
-def paper_variant_conflict(adcse_args: AdCSEArguments, others: list) -> str | None:
-    """Why ``--adcse_variant paper`` does not combine with the other parts (their records), if it does
-    not: its Eq. 5 has no in-batch negatives, which a replaced softmax's columns are (MixCSE's
-    mixtures), and its p has a head of its own, where a replaced embedding is shared by q and p
-    (SARCSE's autoencoder)."""
-    if adcse_args.variant != "paper":
-        return None
-    for other in others:
-        if "softmax" in other.part.replaces and adcse_args.adversaries:
-            return (
-                f"--adcse_variant paper has no in-batch negatives, and {other.display_name}'s softmax "
-                "is over in-batch ones: use released"
-            )
-        if "embedding" in other.part.replaces and adcse_args.untied_dual_encoder:
-            return (
-                f"--adcse_variant paper gives p its own head, and {other.display_name}'s embedding is shared "
-                "by q and p: use released"
-            )
-    return None
-
-
-def trainer_kwargs(model, model_args, adcse_args: AdCSEArguments) -> dict:
-    return {
-        "adversary_learning_rate": adcse_args.adversary_learning_rate,
-        "adversary_momentum": adcse_args.adversary_momentum,
-        "adversary_weight_decay": adcse_args.adversary_weight_decay,
-    }
-
-
-def build(model_args, adcse_args: AdCSEArguments):
-    """AdCSE's model and loss as ``run_adcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
-    model = momentum_encoder(load_encoder(model_args), model_args, adcse_args)
-    if model.pooler_type == "cls":
-        model.reset_head()
-    loss = adversarial_loss(InfoNCELoss(temperature=model_args.temp), model, model_args, adcse_args)
-    return model, loss, AdCSETrainer, trainer_kwargs(model, model_args, adcse_args)
+    def __init__(
+        self,
+        *args,
+        momentum: float = 0.995,
+        adversary_learning_rate: float = 3e-3,
+        adversary_momentum: float = 0.9,
+        adversary_weight_decay: float = 1e-4,
+        **kwargs,
+    ):
+        flags = AdCSEArguments(
+            momentum=momentum,
+            adversary_learning_rate=adversary_learning_rate,
+            adversary_momentum=adversary_momentum,
+            adversary_weight_decay=adversary_weight_decay,
+        )
+        super().__init__(*args, parts=[AdCSE(flags)], **kwargs)
 
 
 RECORD = register(
     MethodRecord(
-        name="adcse",
-        display_name="AdCSE",
-        citation=citations.ADCSE,
-        build=build,
-        docs="docs/methods/adcse.md",
-        method_arguments=AdCSEArguments,
+        part=AdCSE,
         bench={"adcse": BenchShape("run_adcse", "configs/adcse_bert_base.yaml", "bert", overhead_target=1.5)},
-        # at the paper's m = 0.995 p would barely leave q's initial weights within a few steps
-        tiny_args=("--num_adversaries", "8", "--momentum", "0.9"),
-        part=Part(
-            trainer=AdCSETrainer,
-            equation="h_i+ from momentum encoder p, theta_p <- m theta_p + (1 - m) theta_q after each step (Eq. 4), "
-            "and M learnable adversaries n_j as extra columns e^{s(h_i, n_j)/tau} of the softmax (Eq. 5, the "
-            "released form's in-batch negatives kept), ascending the loss that q descends (Eqs. 6-7; "
-            "Li et al. 2022)",
-            replaces=frozenset({"positives"}),
-            wrap=momentum_encoder,
-            loss=adversarial_loss,
-            trainer_kwargs=trainer_kwargs,
-            notes={
-                "softmax": "One softmax: each row's columns are the batch's positives, the replaced softmax's "
-                "columns (MixCSE's mixed negatives) and AdCSE's M adversaries (cos(row anchor, n_j)/tau; "
-                "`AdversarialInfoNCELoss(base=MixCSELoss(...))`, AdCSE's released form only); the positives "
-                "come from p."
-            },
-            conflict=paper_variant_conflict,
-            order=2,
-        ),
     )
 )

@@ -3,8 +3,8 @@ Negatives", AAAI 2022): SimCSE with a mixed hard negative per anchor, built from
 positive and another sentence of the batch (the loss is :class:`cse.losses.mixcse.MixCSELoss`).
 
 The method has no state outside the encoder's weights (lambda is fixed and the mixing partner is the
-next row of the batch), so checkpoints and resumption are SimCSE's. :class:`MixCSETrainer` adds the
-paper's two training analyses to the logs:
+next row of the batch), so checkpoints and resumption are SimCSE's. Its part (:class:`MixCSE`)
+replaces the softmax and adds the paper's two training analyses to the logs:
 
 * Fig. 4(a): the batch-mean positive, negative and mixed scores (h_i.h'_i/tau, h_i.h'_j/tau,
   h_i.h~'_{i,j}/tau) on every training log line (``positive_score``, ``negative_score``,
@@ -24,12 +24,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import citations
-from ..composition import Part
 from ..errors import CSEUsageError
 from ..evaluation.analysis import largest_angle
 from ..losses.mixcse import LOSS_FORMS, MixCSELoss
-from ..modeling import CSEModel
-from ..pipeline import load_encoder
+from ..parts import Part
 from ..registry import BenchShape, MethodRecord, register
 from ..trainer import CSETrainer
 
@@ -80,106 +78,93 @@ class MixCSEArguments:
         return "cls" if with_mlp and model_args.mlp_only_train else None
 
 
-class MixCSETrainer(CSETrainer):
-    """``CSETrainer`` that logs the loss's scores every logging step and the largest angle between
-    STS-B sentence embeddings at every evaluation.
+class MixCSE(Part):
+    """MixCSE's part: its loss replaces InfoNCE's softmax (:class:`~cse.losses.mixcse.MixCSELoss`, whose
+    statistics give Fig. 4(a)); at every evaluation it adds the largest angle between the STS-B
+    sentence embeddings (Fig. 4(b), ``eval_stsb_largest_angle``), from the embeddings the evaluation
+    computes anyway; model selection goes through SimCSE's MLP where the released code's does."""
 
-    Args (besides ``CSETrainer``'s):
-        selection_pooler: the pooler of the model-selection evaluation (the ``eval_dataset`` suite),
-            ``None`` for the model's evaluation pooler; other suites (the final test) always use the latter.
-    """
-
+    name = "mixcse"
+    display_name = "MixCSE"
     citation = citations.MIXCSE
+    docs = "docs/methods/mixcse.md"
+    equation = (
+        "each row's denominator gains e^{s(h_i, SG(h~_i))/tau}, h~_i the normalised mixture lambda h_i+ + "
+        "(1 - lambda) h_j+ of its positive and the next row's (the `--mixcse_variant` form; Zhang et al. 2022)"
+    )
+    Flags = MixCSEArguments
+    replaces = frozenset({"softmax"})
 
-    def __init__(self, *args, selection_pooler: str | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.selection_pooler = selection_pooler
+    def __init__(self, args=None, model_args=None):
+        super().__init__(args, model_args)
+        self.selection = None  # the model-selection pooler, decided with the model (loss)
+
+    def loss(self, loss, model, replaced):
+        """MixCSE's loss in place of InfoNCE; and the model-selection pooler: through SimCSE's MLP as the
+        released code evaluates, where the training forward goes through it (pooler ``cls``), none where
+        it does not (another part's head or embedding, or another pooler)."""
+        if model.pooler_type == "cls":
+            try:
+                self.selection = self.args.selection_pooler(self.model_args)
+            except ValueError as err:
+                raise CSEUsageError(str(err), hint="leave --select_with_mlp out") from err
+        elif self.args.select_with_mlp:
+            raise CSEUsageError(
+                f"--select_with_mlp evaluates through SimCSE's MLP head on [CLS], which this run's training forward "
+                f"does not use (its pooler is {model.pooler_type})",
+                hint="leave --select_with_mlp out",
+            )
+        return MixCSELoss(
+            temperature=self.model_args.temp,
+            mix_lambda=self.args.mix_lambda,
+            form=self.args.variant,
+            single=self.args.single,
+            stop_gradient=self.args.stop_gradient,
+        )
+
+    def setup(self, trainer) -> None:
         # One process keeps an epoch's last, short batch; a single sentence has no other to mix with,
         # and the loss would refuse it only at the end of the epoch, after the whole run.
         # (Several processes even out the last batch, so the gathered batch is never one sentence.)
-        micro_batch = self.args.per_device_train_batch_size
+        args, data = trainer.args, trainer.train_dataset
+        micro_batch = args.per_device_train_batch_size
         if (
-            self.args.world_size == 1
-            and not self.args.dataloader_drop_last
-            and hasattr(self.train_dataset, "__len__")
-            and len(self.train_dataset) % micro_batch == 1
+            args.world_size == 1
+            and not args.dataloader_drop_last
+            and hasattr(data, "__len__")
+            and len(data) % micro_batch == 1
         ):
             raise CSEUsageError(
-                f"{len(self.train_dataset)} training sentences in batches of {micro_batch} leave a last batch of one "
-                "sentence, which MixCSE cannot mix: pass --dataloader_drop_last true or change --max_train_samples"
+                f"{len(data)} training sentences in batches of {micro_batch} leave a last batch of one sentence, "
+                "which MixCSE cannot mix: pass --dataloader_drop_last true or change --max_train_samples"
             )
 
-    def run_suite(self, suite) -> dict:
-        """The report, with the largest angle between the suite's STS-B sentences under ``"analysis"``
-        (from the same single encoding pass)."""
-        encoded = {}
-        pooler_type = self.selection_pooler if suite is self.eval_dataset else None
+    def selection_pooler(self) -> str | None:
+        return self.selection
 
-        def encode(sentences):
-            vectors = self.encode(sentences, pooler_type=pooler_type)
-            encoded.update(zip(sentences, vectors))
-            return vectors
-
-        report = suite.run(encode)
+    def analysis(self, suite, embeddings: dict) -> dict[str, float]:
+        """The largest angle between the suite's STS-B sentences, from the evaluation's embeddings."""
         stsb = getattr(suite, "datasets", {}).get("STSBenchmark")
-        if stsb is not None:
-            sentences = dict.fromkeys(s for pairs in stsb.values() for s in pairs.sentences1 + pairs.sentences2)
-            angle = largest_angle(np.stack([encoded[s] for s in sentences]))
-            report["analysis"] = {**report.get("analysis", {}), "stsb_largest_angle": angle}
-        return report
+        if stsb is None:
+            return {}
+        sentences = dict.fromkeys(s for pairs in stsb.values() for s in pairs.sentences1 + pairs.sentences2)
+        return {"stsb_largest_angle": largest_angle(np.stack([embeddings[s] for s in sentences]))}
 
 
-def mixed_negatives_loss(loss, model, model_args, mixcse_args: MixCSEArguments) -> MixCSELoss:
-    """MixCSE's loss in place of InfoNCE ``loss``: InfoNCE's softmax with the mixed negatives."""
-    return MixCSELoss(
-        temperature=model_args.temp,
-        mix_lambda=mixcse_args.mix_lambda,
-        form=mixcse_args.variant,
-        single=mixcse_args.single,
-        stop_gradient=mixcse_args.stop_gradient,
-    )
+class MixCSETrainer(CSETrainer):
+    """The preset of :class:`MixCSE` for code that builds its own model and loss: ``CSETrainer`` with
+    the part, whose model-selection pooler is ``selection_pooler`` (``None``: the model's evaluation
+    pooler; other suites, the final test, always use the latter)."""
 
-
-def trainer_kwargs(model, model_args, mixcse_args: MixCSEArguments) -> dict:
-    """The model-selection pooler: through SimCSE's MLP as the released code evaluates, where the
-    model has SimCSE's pooling; none where another part replaced it (V-advCSE's head, SARCSE's Z)."""
-    if model.pooler_type == "cls" or type(model) is CSEModel:
-        return {"selection_pooler": mixcse_args.selection_pooler(model_args)}
-    if mixcse_args.select_with_mlp:
-        raise CSEUsageError(
-            "--select_with_mlp evaluates through SimCSE's MLP head, which another part of this run replaces"
-        )
-    return {"selection_pooler": None}
-
-
-def build(model_args, mixcse_args: MixCSEArguments):
-    """MixCSE's model and loss as ``run_mixcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
-    model = load_encoder(model_args)
-    if model.pooler_type == "cls":
-        model.reset_head()
-    loss = mixed_negatives_loss(None, model, model_args, mixcse_args)
-    return model, loss, MixCSETrainer, trainer_kwargs(model, model_args, mixcse_args)
+    def __init__(self, *args, selection_pooler: str | None = None, **kwargs):
+        part = MixCSE()
+        part.selection = selection_pooler
+        super().__init__(*args, parts=[part], **kwargs)
 
 
 RECORD = register(
     MethodRecord(
-        name="mixcse",
-        display_name="MixCSE",
-        citation=citations.MIXCSE,
-        build=build,
-        docs="docs/methods/mixcse.md",
-        method_arguments=MixCSEArguments,
+        part=MixCSE,
         bench={"mixcse": BenchShape("run_mixcse", "configs/mixcse_bert_base.yaml", "bert", overhead_target=1.05)},
-        tiny_args=(),
-        part=Part(
-            trainer=MixCSETrainer,
-            equation="each row's denominator gains e^{s(h_i, SG(h~_i))/tau}, h~_i the normalised mixture "
-            "lambda h_i+ + (1 - lambda) h_j+ of its positive and the next row's (the `--mixcse_variant` form; "
-            "Zhang et al. 2022)",
-            replaces=frozenset({"softmax"}),
-            loss=mixed_negatives_loss,
-            trainer_kwargs=trainer_kwargs,
-            order=3,
-        ),
     )
 )

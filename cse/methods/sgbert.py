@@ -24,21 +24,22 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 from dataclasses import dataclass, field
 
 import torch
+from transformers import EarlyStoppingCallback
 
 from .. import citations
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
-from ..composition import EVERY_PART, SLOTS, Part
 from ..errors import CSEUsageError
 from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead, SelfGuidedLoss
-from ..modeling import CSEModel
-from ..pipeline import load_encoder
+from ..modeling import CSEModel, load_encoder, view_of
+from ..parts import EVERY_PART, SLOTS, Part
 from ..pooling import masked_max, masked_mean
 from ..registry import BenchShape, MethodRecord, register
-from ..resume import resolve_checkpoint
-from ..trainer import CSETrainer, StepLoss
+from ..stsb_corpus import write_stsb_corpus
+from ..trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
 
@@ -259,17 +260,11 @@ class SelfGuidedEncoder(CSEModel):
     def forward(self, input_ids, attention_mask, token_type_ids=None) -> dict[str, torch.Tensor]:
         """``(b, 2, length)`` token ids (the collator's two identical copies): view 0 goes through
         BERT_T, view 1 through BERT_F."""
-        view = lambda t, v: None if t is None else t[:, v]  # noqa: E731
-        c = self._pooled(self.pooler_type, view(input_ids, 0), view(attention_mask, 0), view(token_type_ids, 0))
+        c = self._pooled(self.pooler_type, *view_of(0, input_ids, attention_mask, token_type_ids))
+        ids, mask, types = view_of(1, input_ids, attention_mask, token_type_ids)
         with torch.no_grad():
-            fixed = self._backbone_outputs(
-                view(input_ids, 1),
-                view(attention_mask, 1),
-                view(token_type_ids, 1),
-                backbone=self.fixed_backbone,
-                hidden_states=True,
-            )
-            views = self.layer_views(fixed.hidden_states, view(attention_mask, 1))
+            fixed = self._backbone_outputs(ids, mask, types, backbone=self.fixed_backbone, hidden_states=True)
+            views = self.layer_views(fixed.hidden_states, mask)
             if self.sample_views:
                 views = self.sample(views)
         return {
@@ -279,58 +274,100 @@ class SelfGuidedEncoder(CSEModel):
         }
 
 
-class SGTrainer(CSETrainer):
-    """``CSETrainer`` for :class:`SelfGuidedEncoder`: the loss takes the model's projected c_i, views
-    and L_reg. BERT_F and BERT_T's embedding layer have no gradient, so the Trainer's optimizer never
-    sees them; checkpoints hold BERT_F and the head with BERT_T (in the model's weights), so a
-    resumed run restores all three, and a checkpoint without them is refused."""
+class SGBERT(Part):
+    """SG-BERT's part, which replaces the base itself: the encoder is BERT_T with the frozen copy
+    BERT_F (:class:`SelfGuidedEncoder`), there is no pairwise loss, and its objective, the
+    contrastive term over BERT_F's views plus lambda L_reg, is its terms (:meth:`terms`). BERT_F and
+    BERT_T's embedding layer have no gradient, so the Trainer's optimizer never sees them; checkpoints
+    hold BERT_F and the head with BERT_T (in the model's weights), so a resumed run restores all
+    three, and a checkpoint without them is refused. Its runs read the paper's corpus by default and
+    stop early (:meth:`prepare_run`)."""
 
+    name = "sgbert"
+    display_name = "SG-BERT"
     citation = citations.SGBERT
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # ZeRO-2 keeps whole weights on every process (it shards the optimizer state and gradients).
-        self.refuse_sharding("SG-BERT", "L_reg reads every weight of BERT_T and BERT_F whole, outside their forwards")
-
-    def step_terms(self, model, inputs, separate=False):
-        # The model's training forward is BERT_T's c_i and BERT_F's views, not two views of the batch:
-        # this replaces CSETrainer's loss rather than extending it.
-        outputs = model(**inputs)
-        terms = self.loss_fn.terms(outputs["embeddings"], outputs["views"], outputs["parameter_distance"])
-        return StepLoss(terms, {"parameter_distance": outputs["parameter_distance"]}, outputs)
-
-    def train(self, resume_from_checkpoint=None, **kwargs):
-        resume_from_checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-
-
-def build(model_args, sg_args: SGBERTArguments):
-    """SG-BERT's model and loss as ``run_sgbert.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
-    encoder = load_encoder(model_args)
-    loss = SelfGuidedLoss(sg_args.loss_variant, temperature=model_args.temp, reg_lambda=sg_args.reg_lambda)
-    model = SelfGuidedEncoder(
-        encoder.backbone,
-        encoder.tokenizer,
-        token_pooling=sg_args.token_pooling,
-        layers=sg_args.layers,
-        sample_views=not loss.uses_all_views,
-        sampler=sg_args.sampler,
-        projection_size=sg_args.projection_size if sg_args.projection_head else None,
-        fixed_encoder_dropout=sg_args.fixed_encoder_dropout,
+    docs = "docs/methods/sgbert.md"
+    equation = (
+        "replaces the base: BERT_T's [CLS] c_i against the views of a fixed copy BERT_F's layers, NT-Xent (SG) or "
+        "its optimised form (SG-OPT), plus lambda ||theta_F - theta_T||^2 (Kim et al. 2021)"
     )
-    return model, loss, SGTrainer, {}
+    Flags = SGBERTArguments
+    replaces = frozenset(SLOTS)
+    refuses = {
+        EVERY_PART: "SG-BERT replaces the base itself: one view per sentence, its positives are a fixed copy's hidden "
+        "layers and its loss is not InfoNCE over two dropout views, which every other part extends"
+    }
+
+    def __init__(self, args=None, model_args=None):
+        super().__init__(args, model_args)
+        self.objective = (
+            None
+            if model_args is None
+            else SelfGuidedLoss(self.args.loss_variant, temperature=model_args.temp, reg_lambda=self.args.reg_lambda)
+        )
+
+    def prepare_run(self, data_args, training_args) -> list:
+        """Early stopping on STS-B dev (Table 8: patience 10), and the paper's corpus unless another is
+        named: every STS-B train, dev and test sentence, unlabelled, written to
+        ``OUTPUT_DIR/stsb_sentences.txt`` (:mod:`cse.stsb_corpus`)."""
+        patience = self.args.early_stopping_patience
+        if patience and training_args.eval_strategy == "no":
+            raise CSEUsageError("--early_stopping_patience needs evaluations: set --eval_strategy steps, or pass 0")
+        if patience and training_args.metric_for_best_model is None:
+            raise CSEUsageError("--early_stopping_patience needs --metric_for_best_model (stsb_spearman), or pass 0")
+        if data_args.train_file is None and data_args.dataset_name is None:
+            data_args.train_file = os.path.join(training_args.output_dir, "stsb_sentences.txt")
+            with training_args.main_process_first(desc="STS-B sentence corpus"):
+                if training_args.local_process_index == 0:
+                    write_stsb_corpus(data_args.train_file, data_args.senteval_data_dir)
+        return [EarlyStoppingCallback(early_stopping_patience=patience)] if patience else []
+
+    def encoder(self, model_args) -> SelfGuidedEncoder:
+        encoder = load_encoder(model_args)
+        return SelfGuidedEncoder(
+            encoder.backbone,
+            encoder.tokenizer,
+            token_pooling=self.args.token_pooling,
+            layers=self.args.layers,
+            sample_views=not self.objective.uses_all_views,
+            sampler=self.args.sampler,
+            projection_size=self.args.projection_size if self.args.projection_head else None,
+            fixed_encoder_dropout=self.args.fixed_encoder_dropout,
+        )
+
+    def loss(self, loss, model, replaced):
+        return None  # the objective is the part's terms: no pairwise loss of two views
+
+    def setup(self, trainer) -> None:
+        # ZeRO-2 keeps whole weights on every process (it shards the optimizer state and gradients).
+        reason = "L_reg reads every weight of BERT_T and BERT_F whole, outside their forwards"
+        trainer.refuse_sharding("SG-BERT", reason)
+
+    def terms(self, step):
+        # The model's training forward is BERT_T's c_i and BERT_F's views, not two views of the batch.
+        outputs = step.outputs
+        terms = self.objective.terms(outputs["embeddings"], outputs["views"], outputs["parameter_distance"])
+        return terms, {"parameter_distance": outputs["parameter_distance"]}
+
+    def term_weights(self) -> dict[str, float]:
+        return {"contrastive": 1.0, **self.objective.term_weights()}
+
+
+class SGTrainer(CSETrainer):
+    """The preset of :class:`SGBERT` for code that builds its own model and loss: ``CSETrainer`` whose
+    objective is ``loss`` (a :class:`~cse.losses.sgbert.SelfGuidedLoss`) of a :class:`SelfGuidedEncoder`."""
+
+    def __init__(self, *args, loss: SelfGuidedLoss, **kwargs):
+        part = SGBERT()
+        part.objective = loss
+        super().__init__(*args, loss=None, parts=[part], **kwargs)
 
 
 # Early stopping needs evaluations, which the benchmark's timed loop leaves out.
 _BENCH_FLAGS = ("--early_stopping_patience", "0")
 RECORD = register(
     MethodRecord(
-        name="sgbert",
-        display_name="SG-BERT",
-        citation=citations.SGBERT,
-        build=build,
-        docs="docs/methods/sgbert.md",
-        method_arguments=SGBERTArguments,
+        part=SGBERT,
         arguments=(SGModelArguments, SGDataArguments, SGTrainingArguments),
         bench={
             "sgbert-sg": BenchShape(
@@ -345,18 +382,5 @@ RECORD = register(
             ),
         },
         variants={"sg": ("--loss_variant", "base"), "sg-opt": ("--loss_variant", "opt3")},
-        tiny_args=("--projection_size", "16", *_BENCH_FLAGS),  # smoke runs leave evaluations out too
-        part=Part(
-            trainer=SGTrainer,
-            equation="replaces the base: BERT_T's [CLS] c_i against the views of a fixed copy BERT_F's layers, "
-            "NT-Xent (SG) or its optimised form (SG-OPT), plus lambda ||theta_F - theta_T||^2 (Kim et al. 2021)",
-            replaces=frozenset(SLOTS),
-            refuses={
-                EVERY_PART: "SG-BERT replaces the base itself: one view per sentence, its positives are a fixed "
-                "copy's hidden layers and its loss is not InfoNCE over two dropout views, which every other part "
-                "extends"
-            },
-            order=4,
-        ),
     )
 )

@@ -33,15 +33,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import citations
-from ..composition import Part
 from ..distributed import all_gather_with_grad
 from ..errors import CSEUsageError
-from ..losses import InfoNCELoss, cosine_logits
+from ..losses import cosine_logits
 from ..losses.vadvcse import DIVERGENCES, NORMS, REDUCTIONS, SEARCH_OPTIONS, VirtualAdversarialLoss
 from ..modeling import CSEModel
-from ..pipeline import load_encoder
+from ..parts import Part, Step
 from ..registry import BenchShape, MethodRecord, register
-from ..trainer import CSETrainer, StepLoss, total
+from ..trainer import CSETrainer, base_terms
 
 logger = logging.getLogger(__name__)
 
@@ -178,15 +177,15 @@ class MLPHeadEncoder(CSEModel):
             )
         return cls(encoder.backbone, encoder.tokenizer, batch_norm=batch_norm)
 
-    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
-        cls = super().forward(input_ids, attention_mask, token_type_ids)
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> dict[str, torch.Tensor]:
+        cls = super().forward(input_ids, attention_mask, token_type_ids)["embeddings"]
         batch, views, hidden = cls.shape
         # in the weights' dtype (float32) under autocast too: a bf16 head (BN statistics, the embedding
         # the loss reads) put V-advCSE's bf16 loss curve 6x further from float32's than SimCSE's
         # (tests/test_speed.py)
         with torch.autocast(cls.device.type, enabled=False):
             cls = cls.to(self.head[0].weight.dtype)
-            return self.head(cls.reshape(batch * views, hidden)).view(batch, views, -1)
+            return {"embeddings": self.head(cls.reshape(batch * views, hidden)).view(batch, views, -1)}
 
 
 class _WordEmbeddingPerturbation:
@@ -249,12 +248,6 @@ def replaying_rng(device: torch.device):
     return replay
 
 
-def vadvcse_loss(*args, **kwargs):
-    """L = L_cont + lambda * L_vadv (Eq. 10): :func:`vadvcse_terms` summed. Returns ``(L, views, statistics)``."""
-    terms, views, stats = vadvcse_terms(*args, **kwargs)
-    return total(terms), views, stats
-
-
 def vadvcse_terms(
     model,
     encoder: CSEModel,
@@ -266,59 +259,43 @@ def vadvcse_terms(
     shared_dropout: bool = False,
 ):
     """The terms of Eq. 10, ``{"contrastive": L_cont, "vadv": lambda * L_vadv}`` (the second only if
-    lambda > 0), for one batch of ``(batch, 2, length)`` inputs.
-
-    ``model`` runs the contrastive forward (under DDP, the wrapped model, whose backward syncs the
-    gradients); ``encoder`` (the unwrapped model) runs the perturbed forwards, whose gradients join
-    the same backward. ``noise``: the standard normal draw of r's random start (default: drawn here,
-    shaped like the anchors' word embeddings). ``shared_dropout``: the clean prediction comes from
-    its own no-grad forward of the anchors, under the dropout masks of every perturbed forward
-    (default: it is the contrastive forward's, and each perturbed forward draws its own masks).
-    Returns ``(terms, views, statistics)``.
+    lambda > 0), for one batch of ``(batch, 2, length)`` inputs: the step program of a run with
+    V-advCSE's part alone. Returns ``(terms, views, statistics)``; the arguments as :func:`vadv_term`'s.
     """
-
-    def contrastive(model, inputs, separate):
-        views = model(**inputs)
-        return StepLoss({"contrastive": contrastive_loss(views[:, 0], views[:, 1])}, {}, {"embeddings": views})
-
-    step = with_vadv_term(
-        contrastive,
-        model,
-        encoder,
-        inputs,
-        contrastive_loss.temperature,
-        vadv_loss if vadv_lambda else None,
-        vadv_lambda,
-        noise,
-        shared_dropout,
+    outputs = model(**inputs)
+    terms, statistics = base_terms(contrastive_loss, outputs)
+    step = Step(model, encoder, inputs, outputs, terms, statistics)
+    added, stats = vadv_term(
+        step, contrastive_loss.temperature, vadv_loss if vadv_lambda else None, vadv_lambda, noise, shared_dropout
     )
-    return step.terms, step.outputs["embeddings"], step.statistics
+    return {**terms, **added}, outputs["embeddings"], stats
 
 
-def with_vadv_term(
-    step_terms,
-    model,
-    encoder: CSEModel,
-    inputs: dict,
+def vadv_term(
+    step: Step,
     temperature: float,
     vadv_loss,
     vadv_lambda: float,
     noise=None,
     shared_dropout: bool = False,
-    separate: bool = False,
-) -> StepLoss:
-    """``step_terms(model, inputs, separate)``'s :class:`~cse.trainer.StepLoss` with the term
-    ``vadv`` = lambda L_vadv (none if ``vadv_loss`` is None) and its statistics added; the contrastive
-    logits' ``temperature``; the other arguments as :func:`vadvcse_terms`'. (One frame from the
-    contrastive step to the search: under ``torch.compile`` the search's ``torch.autograd.grad``
-    splits every frame around it, tests/test_compile.py.)"""
-    step = step_terms(model, inputs, separate)
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``({"vadv": lambda L_vadv}, statistics)`` of the step's batch (no term if ``vadv_loss`` is None).
+
+    The contrastive forward is the step's (``step.model``'s: under DDP the wrapped model, whose
+    backward syncs the gradients); ``step.encoder`` (the unwrapped model) runs the perturbed forwards,
+    whose gradients join the same backward; ``temperature``: the contrastive logits'. ``noise``: the
+    standard normal draw of r's random start (default: drawn here, shaped like the anchors' word
+    embeddings). ``shared_dropout``: the clean prediction comes from its own no-grad forward of the
+    anchors, under the dropout masks of every perturbed forward (default: it is the contrastive
+    forward's, and each perturbed forward draws its own masks). (Under ``torch.compile`` the search's
+    ``torch.autograd.grad`` splits the compiled step around it, tests/test_compile.py.)"""
+    encoder, inputs = step.encoder, step.inputs
     views = step.outputs["embeddings"]
     anchors, positives = views[:, 0], views[:, 1]
     loss_cont = step.terms["contrastive"]
-    stats = {**step.statistics, "loss_contrastive": loss_cont.detach()}
+    stats = {"loss_contrastive": loss_cont.detach()}
     if vadv_loss is None:
-        return StepLoss(step.terms, stats, step.outputs)
+        return {}, stats
     candidates = all_gather_with_grad(positives)
     anchor_inputs = {k: v[:, :1] for k, v in inputs.items()}
     mask = inputs["attention_mask"][:, 0]
@@ -327,12 +304,12 @@ def with_vadv_term(
         # outside the replay, so that these masks are consumed from the RNG stream and the noise of
         # r's random start, drawn next, does not reuse them
         with torch.no_grad():
-            anchors = encoder(**anchor_inputs)[:, 0]
+            anchors = encoder(**anchor_inputs)["embeddings"][:, 0]
     clean_logits = cosine_logits(all_gather_with_grad(anchors.detach()), candidates.detach(), temperature)
 
     def perturbed_logits(r):
         with perturbed_word_embeddings(encoder.backbone, r), dropout():
-            perturbed = encoder(**anchor_inputs)[:, 0]
+            perturbed = encoder(**anchor_inputs)["embeddings"][:, 0]
         return cosine_logits(all_gather_with_grad(perturbed), candidates, temperature)
 
     if noise is None:
@@ -340,21 +317,129 @@ def with_vadv_term(
         noise = torch.randn(*mask.shape, width, device=mask.device)
     r, loss_vadv = vadv_loss(clean_logits, perturbed_logits, noise, mask)
     stats.update(loss_vadv=loss_vadv.detach(), perturbation_norm=r.flatten(1).norm(dim=1).mean())
-    terms = {**step.terms, "vadv": vadv_lambda * loss_vadv.to(loss_cont.dtype)}
-    return StepLoss(terms, stats, step.outputs)
+    return {"vadv": vadv_lambda * loss_vadv.to(loss_cont.dtype)}, stats
+
+
+class VAdvCSE(Part):
+    """V-advCSE's part: lambda * L_vadv (:func:`vadv_term`) added to the loss, and its MLP-BN training
+    head on [CLS] (``--head``). All of V-advCSE's state is the model's (encoder, head, BN
+    statistics), so checkpoints and resumption are the Trainer's; r is drawn afresh each step from
+    the torch RNG, which checkpoints restore."""
+
+    name = "vadvcse"
+    display_name = "V-advCSE"
+    citation = citations.VADVCSE
+    docs = "docs/methods/vadvcse.md"
+    equation = (
+        "+ lambda L_vadv (Eq. 10): F between the anchor's softmax over the batch's positives, p(j|x_i) = "
+        "softmax_j(s(h_i, h_j+)/tau), and the same with x_i's word embeddings perturbed by the r_i that maximises F "
+        "in the ball ||r_i|| <= eps (Ko 2022); with an MLP-BN training head on [CLS]"
+    )
+    Flags = VAdvCSEArguments
+    refuses = {
+        "positives": "another encoder of the positives (AdCSE's momentum encoder) would need a copy of V-advCSE's "
+        "BatchNorm head, and its positives, encoded without gradient, would be the perturbed prediction's fixed "
+        "classes: neither paper defines it"
+    }
+    notes = {
+        "softmax": "V-advCSE's p(j|x_i) is the softmax over the batch's positives without the columns the other part "
+        "adds (MixCSE's mixed column: the mixed negative is built from the anchor's own positive behind a "
+        "stop-gradient, a per-anchor decoy rather than a class of the prediction, so including it would make p depend "
+        "on lambda and put x_i's own positive in two classes).",
+        "embedding": "The perturbed forward re-encodes the anchors through the replaced embedding (SARCSE's "
+        "autoencoder: p is over Z), keeps no reconstruction of its own (only the two-view forward's is "
+        "reconstructed), and V-advCSE's `--head` does not apply.",
+    }
+
+    def __init__(self, args=None, model_args=None):
+        super().__init__(args, model_args)
+        lam = self.args.vadv_lambda
+        self.vadv_loss = VirtualAdversarialLoss(**self.args.search_options()) if lam else None
+        self.shared_dropout = self.args.shared_dropout
+        self.temperature = None  # the contrastive logits', the loss's (setup)
+
+    def wrap(self, model, replaced):
+        """The model with V-advCSE's training head on [CLS] (``--head``; linear_tanh: SimCSE's, left to
+        the build's ``reset_head``). Where another part replaced the embedding (SARCSE's Z), there is no
+        [CLS] head to replace: the model is kept, and a ``--head`` other than the default is refused."""
+        head = self.args.head
+        if head == "linear_tanh":
+            return model
+        if "embedding" in replaced:
+            if head != "mlp_bn":
+                raise CSEUsageError(f"--head {head} replaces the [CLS] head, and this run's embedding has none")
+            logger.info("V-advCSE's head: none, the embedding (pooler %s) is another part's", model.pooler_type)
+            return model
+        return MLPHeadEncoder.from_encoder(model, batch_norm=head == "mlp_bn")
+
+    def setup(self, trainer) -> None:
+        # ZeRO-3 gathers weights in hooks on every submodule, so the unwrapped model's forwards work too.
+        trainer.refuse_sharding("V-advCSE", "the perturbed forwards run the unwrapped model, outside FSDP", zero3=False)
+        self.temperature = trainer.loss_fn.temperature
+        if self.vadv_loss is not None:
+            if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in trainer.model.modules()):
+                refuse_one_sentence_batches(trainer)
+            # now, outside the training step that torch.compile may trace
+            word_embedding_perturbation(trainer.model.backbone)
+        logger.info(
+            "virtual adversarial term: lambda %g, %s, %s dropout masks",
+            self.args.vadv_lambda,
+            self.vadv_loss.get_config_dict() if self.vadv_loss is not None else "off (SimCSE)",
+            "shared" if self.shared_dropout else "independent",
+        )
+
+    def terms(self, step: Step):
+        if not step.encoder.training:
+            return {}, {}
+        return vadv_term(
+            step, self.temperature, self.vadv_loss, self.args.vadv_lambda, shared_dropout=self.shared_dropout
+        )
+
+    def term_weights(self) -> dict[str, float]:
+        return {"vadv": self.args.vadv_lambda}
+
+    def readings(self, trainer, model, inputs) -> dict[str, dict[str, float]]:
+        """``vadv``: F (as L_vadv reduces it) with independent and with shared dropout masks, and the
+        mean ||r_i|| (``python -m cse.diagnostics``; nothing without the adversarial term)."""
+        out = {}
+        if self.vadv_loss is None:
+            return {}
+        shared_dropout = self.shared_dropout
+        try:
+            for shared in (False, True):
+                self.shared_dropout = shared
+                stats = trainer.step_terms(model, inputs).statistics
+                out["shared" if shared else "independent"] = stats["loss_vadv"].item()
+                out["perturbation_norm"] = stats["perturbation_norm"].item()
+        finally:
+            self.shared_dropout = shared_dropout
+        return {"vadv": out}
+
+
+def refuse_one_sentence_batches(trainer) -> None:
+    """The perturbed forward encodes a process's anchors alone, so a BatchNorm head in training mode
+    fails on a batch of one sentence; say so now rather than at such a batch."""
+    args = trainer.args
+    batch = args.per_device_train_batch_size
+    fix = "use --head mlp or linear_tanh, or a batch of at least 2 sentences per device"
+    if batch < 2:
+        raise CSEUsageError(f"the BatchNorm head cannot normalise the perturbed forward's single anchor: {fix}")
+    n = len(trainer.train_dataset) if hasattr(trainer.train_dataset, "__len__") else None
+    if n is None or args.world_size > 1 or args.dataloader_drop_last or n % batch != 1:
+        return
+    batches = args.max_steps * args.gradient_accumulation_steps if args.max_steps > 0 else n
+    if batches >= -(-n // batch):  # the training reaches the epoch's last batch
+        raise CSEUsageError(
+            f"{n} training sentences in batches of {batch} leave a last batch of one sentence, which the "
+            "BatchNorm head cannot normalise in the perturbed forward: use --dataloader_drop_last true"
+        )
 
 
 class VAdvCSETrainer(CSETrainer):
-    """``CSETrainer`` whose ``compute_loss`` adds lambda * L_vadv (:func:`vadvcse_loss`). All of
-    V-advCSE's state is the model's (encoder, head, BN statistics), so checkpoints and resumption
-    are the Trainer's; r is drawn afresh each step from the torch RNG, which checkpoints restore.
-
-    Args (besides ``CSETrainer``'s): ``vadv_loss`` (a :class:`VirtualAdversarialLoss`; None with
-    lambda = 0, which is SimCSE with this model's head), ``vadv_lambda`` (lambda) and ``shared_dropout``
-    (see :func:`vadvcse_loss`).
-    """
-
-    citation = citations.VADVCSE
+    """The preset of :class:`VAdvCSE` for code that builds its own model and loss: ``CSETrainer`` with
+    the part, whose search is ``vadv_loss`` (a :class:`VirtualAdversarialLoss`; None with lambda = 0,
+    which is SimCSE with this model's head), ``vadv_lambda`` (lambda) and ``shared_dropout`` (see
+    :func:`vadv_term`)."""
 
     def __init__(
         self,
@@ -364,147 +449,20 @@ class VAdvCSETrainer(CSETrainer):
         shared_dropout: bool = False,
         **kwargs,
     ):
-        super().__init__(*args, **kwargs)
-        # ZeRO-3 gathers weights in hooks on every submodule, so the unwrapped model's forwards work too.
-        self.refuse_sharding("V-advCSE", "the perturbed forwards run the unwrapped model, outside FSDP", zero3=False)
-        if vadv_lambda < 0:
-            raise ValueError(f"vadv_lambda must not be negative, got {vadv_lambda}")
         if (vadv_loss is None) != (vadv_lambda == 0):
             raise ValueError("give a vadv_loss exactly when vadv_lambda is not 0")
-        if vadv_loss is not None and any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in self.model.modules()):
-            self._refuse_one_sentence_batches()
-        if shared_dropout and vadv_loss is None:
-            raise ValueError("shared_dropout set, but vadv_lambda 0 leaves no adversarial term")
-        self.vadv_loss, self.vadv_lambda, self.shared_dropout = vadv_loss, vadv_lambda, shared_dropout
-        if vadv_loss is not None:
-            # now, outside the training step that torch.compile may trace
-            word_embedding_perturbation(self.model.backbone)
-        logger.info(
-            "virtual adversarial term: lambda %g, %s, %s dropout masks",
-            vadv_lambda,
-            vadv_loss.get_config_dict() if vadv_loss is not None else "off (SimCSE)",
-            "shared" if shared_dropout else "independent",
-        )
-
-    def _refuse_one_sentence_batches(self) -> None:
-        """The perturbed forward encodes a process's anchors alone, so a BatchNorm head in training
-        mode fails on a batch of one sentence; say so now rather than at such a batch."""
-        batch = self.args.per_device_train_batch_size
-        fix = "use --head mlp or linear_tanh, or a batch of at least 2 sentences per device"
-        if batch < 2:
-            raise CSEUsageError(f"the BatchNorm head cannot normalise the perturbed forward's single anchor: {fix}")
-        n = len(self.train_dataset) if hasattr(self.train_dataset, "__len__") else None
-        if n is None or self.args.world_size > 1 or self.args.dataloader_drop_last or n % batch != 1:
-            return
-        batches = self.args.max_steps * self.args.gradient_accumulation_steps if self.args.max_steps > 0 else n
-        if batches >= -(-n // batch):  # the training reaches the epoch's last batch
-            raise CSEUsageError(
-                f"{n} training sentences in batches of {batch} leave a last batch of one sentence, which the "
-                "BatchNorm head cannot normalise in the perturbed forward: use --dataloader_drop_last true"
-            )
-
-    def term_weights(self):
-        return {**super().term_weights(), "vadv": self.vadv_lambda}
-
-    def step_terms(self, model, inputs, separate=False):
-        if not model.training:
-            return super().step_terms(model, inputs, separate)
-        return with_vadv_term(
-            super().step_terms,
-            model,
-            self.encoder,
-            inputs,
-            self.loss_fn.temperature,
-            self.vadv_loss,
-            self.vadv_lambda,
-            shared_dropout=self.shared_dropout,
-            separate=separate,
-        )
-
-
-def vadv_divergences(trainer, model, inputs) -> dict[str, float]:
-    """F (as L_vadv reduces it) with independent and with shared dropout masks, and the mean ||r_i||
-    (``python -m cse.diagnostics``; nothing without the adversarial term)."""
-    out = {}
-    if trainer.vadv_loss is None:
-        return out
-    for shared in (False, True):
-        _, _, stats = vadvcse_terms(
-            model, model, inputs, trainer.loss_fn, trainer.vadv_loss, trainer.vadv_lambda, shared_dropout=shared
-        )
-        out["shared" if shared else "independent"] = stats["loss_vadv"].item()
-        out["perturbation_norm"] = stats["perturbation_norm"].item()
-    return out
-
-
-def training_head(model, model_args, vadv_args: VAdvCSEArguments):
-    """The model with V-advCSE's training head on [CLS] (``--head``; linear_tanh: SimCSE's, left to
-    the caller's ``reset_head``). Where another part replaced the embedding (SARCSE's Z), there is no
-    [CLS] head to replace: the model is kept, and a ``--head`` other than the default is refused."""
-    if vadv_args.head == "linear_tanh":
-        return model
-    if type(model) is not CSEModel:
-        if vadv_args.head != "mlp_bn":
-            raise CSEUsageError(f"--head {vadv_args.head} replaces the [CLS] head, and this run's embedding has none")
-        logger.info("V-advCSE's head: none, the embedding (pooler %s) is another part's", model.pooler_type)
-        return model
-    return MLPHeadEncoder.from_encoder(model, batch_norm=vadv_args.head == "mlp_bn")
-
-
-def trainer_kwargs(model, model_args, vadv_args: VAdvCSEArguments) -> dict:
-    return {
-        "vadv_loss": VirtualAdversarialLoss(**vadv_args.search_options()) if vadv_args.vadv_lambda else None,
-        "vadv_lambda": vadv_args.vadv_lambda,
-        "shared_dropout": vadv_args.shared_dropout,
-    }
-
-
-def build(model_args, vadv_args: VAdvCSEArguments):
-    """V-advCSE's model and loss as ``run_vadvcse.py`` trains them: ``(model, loss, trainer_class, trainer_kwargs)``."""
-    model = training_head(load_encoder(model_args), model_args, vadv_args)
-    if model.pooler_type == "cls":
-        model.reset_head()
-    loss = InfoNCELoss(temperature=model_args.temp)
-    return model, loss, VAdvCSETrainer, trainer_kwargs(model, model_args, vadv_args)
+        part = VAdvCSE(VAdvCSEArguments(vadv_lambda=vadv_lambda, shared_dropout=shared_dropout))
+        part.vadv_loss = vadv_loss
+        super().__init__(*args, parts=[part], **kwargs)
 
 
 RECORD = register(
     MethodRecord(
-        name="vadvcse",
-        display_name="V-advCSE",
-        citation=citations.VADVCSE,
-        build=build,
-        docs="docs/methods/vadvcse.md",
-        method_arguments=VAdvCSEArguments,
+        part=VAdvCSE,
         bench={
             "vadvcse": BenchShape(
                 "run_vadvcse", "configs/vadvcse_bert_base.yaml", "bert", ("--num_steps", "1"), overhead_target=2.3
             )
         },
-        readings={"vadv": vadv_divergences},
-        tiny_args=(),
-        part=Part(
-            trainer=VAdvCSETrainer,
-            equation="+ lambda L_vadv (Eq. 10): F between the anchor's softmax over the batch's positives, "
-            "p(j|x_i) = softmax_j(s(h_i, h_j+)/tau), and the same with x_i's word embeddings perturbed by the "
-            "r_i that maximises F in the ball ||r_i|| <= eps (Ko 2022); with an MLP-BN training head on [CLS]",
-            wrap=training_head,
-            trainer_kwargs=trainer_kwargs,
-            refuses={
-                "positives": "another encoder of the positives (AdCSE's momentum encoder) would need a copy of "
-                "V-advCSE's BatchNorm head, and its positives, encoded without gradient, would be the perturbed "
-                "prediction's fixed classes: neither paper defines it"
-            },
-            notes={
-                "softmax": "V-advCSE's p(j|x_i) is the softmax over the batch's positives without the columns the "
-                "other part adds (MixCSE's mixed column: the mixed negative is built from the anchor's own "
-                "positive behind a stop-gradient, a per-anchor decoy rather than a class of the prediction, so "
-                "including it would make p depend on lambda and put x_i's own positive in two classes).",
-                "embedding": "The perturbed forward re-encodes the anchors through the replaced embedding "
-                "(SARCSE's autoencoder: p is over Z), keeps no reconstruction of its own (only the two-view "
-                "forward's is reconstructed), and V-advCSE's `--head` does not apply.",
-            },
-            order=1,
-        ),
     )
 )

@@ -1,0 +1,173 @@
+"""SARCSE's sentence encoder (Liu et al., arXiv 2402.15153): a backbone whose sentence embedding is
+Z, the code of a TextCNN autoencoder (:mod:`cse.textcnn`) over its last layer's real tokens
+(``<s>``, ``</s>`` and padding removed, Sect. 2.1), and whose training forward also gives the
+reconstruction of those tokens for L_R and L_R+ (Eqs. 9-10, :mod:`cse.losses.reconstruction`).
+
+It is the class a SARCSE export names in ``cse_config.json``: :func:`cse.modeling.load_model`
+imports this module alone, not the trainer nor the methods.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .errors import CSEUsageError
+from .modeling import CSEModel, model_class_path, read_cse_config, view_of
+from .textcnn import TextCNNAutoEncoder
+
+AUTOENCODER_WEIGHTS_NAME = "sarcse_autoencoder.safetensors"
+
+
+@dataclass
+class ReconstructionBatch:
+    """What a training forward gives the reconstruction loss: per encoded row (both views)."""
+
+    target: torch.Tensor  # X, (rows, L, d)
+    reconstruction: torch.Tensor  # X', (rows, L, d)
+    token_ids: torch.Tensor  # (rows, L)
+    mask: torch.Tensor  # (rows, L), 1 at real tokens
+
+
+def special_token_ids(tokenizer) -> list[int]:
+    """The ids never reconstructed: ``<s>``/``</s>`` ([CLS]/[SEP]) and padding."""
+    ids = (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id)
+    return sorted({i for i in (*ids, tokenizer.pad_token_id) if i is not None})
+
+
+def interleaved(first: ReconstructionBatch, second: ReconstructionBatch) -> ReconstructionBatch:
+    """Rows alternating ``first``'s and ``second``'s, sentence by sentence: the layout of a two-view
+    training forward (view 0, view 1 of each sentence)."""
+    return ReconstructionBatch(
+        *(torch.stack([getattr(first, f.name), getattr(second, f.name)], dim=1).flatten(0, 1) for f in fields(first))
+    )
+
+
+class SARCSEModel(CSEModel):
+    """A backbone whose sentence embedding is Z, the autoencoder's code of its last layer's real tokens.
+
+    The training forward of two views returns ``{"embeddings": Z of each view, "reconstruction":
+    their ReconstructionBatch}`` (rows alternating view 0 and view 1 of each sentence); a forward of
+    one view (V-advCSE's re-encoding of the perturbed anchors) reconstructs nothing. With a momentum
+    backbone p (AdCSE's encoder of the positives, :meth:`CSEModel.attach_momentum_backbone`), the one
+    autoencoder serves both encoders, as the released AdCSE shares its head:
+
+    * Z = AE(X), X the real tokens of q's (the backbone's) last layer: the anchor.
+    * Z+ = AE(X+), X+ those of p's: the positive, without gradient (p has none).
+    * L_R's rows (view 0): X against Dec(Z), gradient to q and the autoencoder (to X too unless
+      ``detach_target``).
+    * L_R+'s rows (view 1): X+ (a constant) against Dec(AE(X+)), with gradient to the autoencoder
+      (its encoder and decoder), so that gamma's term trains it as in SARCSE; it reaches neither q nor p.
+
+    Args:
+        backbone, tokenizer: as :class:`CSEModel`'s (the backbone's pooling layer is unused).
+        autoencoder: the :class:`~cse.textcnn.TextCNNAutoEncoder`.
+        detach_target: keep L_R's gradient off the target X (it still reaches the backbone through Z).
+    """
+
+    def __init__(self, backbone, tokenizer, autoencoder: TextCNNAutoEncoder, detach_target: bool = False):
+        super().__init__(backbone, tokenizer, pooler_type="cls_before_pooler")
+        if autoencoder.hidden_size != backbone.config.hidden_size:
+            raise ValueError(
+                f"autoencoder built for states of {autoencoder.hidden_size}, "
+                f"the backbone gives {backbone.config.hidden_size}"
+            )
+        self.pooler_type = "textcnn"  # recorded in cse_config.json and result JSONs: Z, Eq. 4
+        self.autoencoder = autoencoder
+        self.detach_target = detach_target
+        self.register_buffer("special_ids", torch.tensor(special_token_ids(tokenizer)), persistent=False)
+
+    @property
+    def embedding_size(self) -> int:
+        return self.autoencoder.embedding_size
+
+    def content_tokens(self, states, input_ids, attention_mask):
+        """The real tokens of each row, moved to the front in their order: states (B, L, d), ids and
+        mask (B, L), L the input's length. (Cropping to the longest row's count of real tokens would
+        change no embedding and no reconstructed token, the autoencoder masking what lies beyond each
+        row's count, but that count is data that the host would wait for the GPU to read.)"""
+        mask = attention_mask.bool() & ~torch.isin(input_ids, self.special_ids)
+        order = torch.sort((~mask).to(torch.int8), dim=1, stable=True).indices
+        states = states.gather(1, order[..., None].expand(-1, -1, states.shape[-1]))
+        return states, input_ids.gather(1, order), mask.gather(1, order)
+
+    def autoencode(self, states, input_ids, attention_mask, reconstruct: bool = False):
+        """``(Z, batch)``: the code of each row's real tokens among ``states`` (B, L, d) and, with
+        ``reconstruct``, their :class:`ReconstructionBatch` (else None)."""
+        tokens, token_ids, mask = self.content_tokens(states, input_ids, attention_mask)
+        out = self.autoencoder(tokens, mask, reconstruct=reconstruct)
+        if not reconstruct:
+            return out.embedding, None
+        target = tokens.detach() if self.detach_target else tokens
+        return out.embedding, ReconstructionBatch(target, out.reconstruction, token_ids, mask)
+
+    def encode_tokens(self, input_ids, attention_mask, token_type_ids=None, backbone=None, reconstruct=False):
+        """:meth:`autoencode` of ``backbone``'s (default: this model's) last layer."""
+        states = self._backbone_outputs(input_ids, attention_mask, token_type_ids, backbone).last_hidden_state
+        return self.autoencode(states, input_ids, attention_mask, reconstruct)
+
+    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
+        return self.encode_tokens(input_ids, attention_mask, token_type_ids, backbone)[0]
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> dict[str, torch.Tensor]:
+        batch, views, length = input_ids.shape
+        if not (self.training and self.autoencoder.has_decoder and views == 2):
+            return super().forward(input_ids, attention_mask, token_type_ids)
+        if self.momentum_backbone is not None:
+            return self._momentum_forward(input_ids, attention_mask, token_type_ids)
+        flat = lambda t: None if t is None else t.reshape(batch * views, length)  # noqa: E731
+        embedding, reconstruction = self.encode_tokens(
+            flat(input_ids), flat(attention_mask), flat(token_type_ids), reconstruct=True
+        )
+        return {"embeddings": embedding.view(batch, views, -1), "reconstruction": reconstruction}
+
+    def _momentum_forward(self, input_ids, attention_mask, token_type_ids=None) -> dict[str, torch.Tensor]:
+        """Z from q, Z+ from p (no gradient), both views' reconstructions (see the class docstring)."""
+        anchors, anchor_batch = self.encode_tokens(
+            *view_of(0, input_ids, attention_mask, token_type_ids), reconstruct=True
+        )
+        ids, mask, types = view_of(1, input_ids, attention_mask, token_type_ids)
+        with torch.no_grad():
+            states = self._backbone_outputs(ids, mask, types, self.momentum_backbone).last_hidden_state
+        # with the autoencoder's graph over p's tokens: L_R+ trains it
+        positives, positive_batch = self.autoencode(states, ids, mask, reconstruct=True)
+        return {
+            "embeddings": torch.stack([anchors, positives.detach()], dim=1),
+            "reconstruction": interleaved(anchor_batch, positive_batch),
+        }
+
+    def cse_config(self) -> dict:
+        return {
+            "model_class": model_class_path(type(self)),
+            "pooler": self.pooler_type,
+            "autoencoder": self.autoencoder.get_config_dict(),
+            "detach_target": self.detach_target,
+        }
+
+    def write_export(self, directory: str, state_dict: dict | None = None) -> None:
+        """The backbone as a plain Hugging Face model (``AutoModel`` loads its token states), the
+        autoencoder beside it (``sarcse_autoencoder.safetensors``); :func:`cse.modeling.load_model`
+        or :meth:`from_pretrained` load both and embed with Z."""
+        super().write_export(directory, state_dict=state_dict)
+        state = state_dict if state_dict is not None else self.state_dict()
+        prefix = "autoencoder."
+        weights = {k[len(prefix) :]: v.detach().contiguous().cpu() for k, v in state.items() if k.startswith(prefix)}
+        save_file(weights, os.path.join(directory, AUTOENCODER_WEIGHTS_NAME))
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path: str, pooler_type: str | None = None, **backbone_kwargs):
+        if pooler_type not in (None, "textcnn"):
+            raise CSEUsageError(
+                f"{model_name_or_path} is a SARCSE model: its embedding is Z, not pooler {pooler_type!r}"
+            )
+        config = read_cse_config(model_name_or_path)
+        weights = os.path.join(model_name_or_path, AUTOENCODER_WEIGHTS_NAME)
+        if "autoencoder" not in config or not os.path.isfile(weights):
+            raise FileNotFoundError(f"{model_name_or_path} lacks the autoencoder's shape or weights ({weights})")
+        encoder = CSEModel.from_pretrained(model_name_or_path, pooler_type="cls_before_pooler", **backbone_kwargs)
+        autoencoder = TextCNNAutoEncoder(**config["autoencoder"])
+        autoencoder.load_state_dict(load_file(weights))
+        return cls(encoder.backbone, encoder.tokenizer, autoencoder, detach_target=config["detach_target"])

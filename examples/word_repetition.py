@@ -1,0 +1,121 @@
+#!/usr/bin/env python
+"""ESimCSE's word repetition (Wu et al., COLING 2022) as a part of ``run_cse.py``'s compositions,
+defined outside the ``cse`` package in this one file: a part that remakes the training batch's views
+(its ``views`` hook; docs/extending.md walks through it).
+
+SimCSE's two views of a sentence differ by their dropout masks alone, and so have the same length:
+the encoder can tell positives apart by length. ESimCSE's positive repeats some of the sentence's
+words, which changes its length and not its meaning. For a sentence of n real tokens (its special
+tokens and padding left out), the second view repeats
+
+    dup_len ~ Uniform{0, ..., max(2, floor(dup_rate * n))}
+
+of its tokens, each chosen without replacement and written twice in place (``a b c`` -> ``a b b c``);
+the first view is the sentence itself. The repeated view is kept within the run's
+``--max_seq_length``: fewer tokens are repeated where more would not fit (nothing is cut). ESimCSE's
+momentum-contrast queue is another part, not this one.
+
+    python word_repetition.py --parts word_repetition --model_name_or_path bert-base-uncased --output_dir result/wr
+    python word_repetition.py --parts mixcse,word_repetition ...    # MixCSE's negatives on the repeated views
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from cse import composition
+from cse.errors import run_cli
+from cse.parts import Part
+from cse.registry import MethodRecord, register
+
+CITATION = """@inproceedings{wu2022esimcse,
+  title = {{ESimCSE}: Enhanced Sample Building Method for Contrastive Learning of Unsupervised Sentence Embedding},
+  author = {Wu, Xing and Gao, Chaochen and Zang, Liangjun and Han, Jizhong and Wang, Zhongyuan and Hu, Songlin},
+  booktitle = {Proceedings of the 29th International Conference on Computational Linguistics (COLING 2022)},
+  pages = {3898--3907},
+  year = {2022},
+}"""
+
+
+@dataclass
+class WordRepetitionArguments:
+    dup_rate: float = field(
+        default=0.32, metadata={"help": "The share of a sentence's tokens its positive may repeat (ESimCSE's best)."}
+    )
+
+    def __post_init__(self):
+        if not 0.0 <= self.dup_rate <= 1.0:
+            raise ValueError(f"--dup_rate must lie in [0, 1], got {self.dup_rate}")
+
+
+def repeated(tokens: list[int], repeat: set[int]) -> list[int]:
+    """``tokens`` with the tokens at the positions ``repeat`` written twice in place."""
+    return [token for i, token in enumerate(tokens) for _ in range(2 if i in repeat else 1)]
+
+
+class WordRepetition(Part):
+    """The part: the second view of each sentence repeats some of its tokens (:meth:`views`)."""
+
+    name = "word_repetition"
+    display_name = "ESimCSE word repetition"
+    citation = CITATION
+    docs = "docs/extending.md"
+    equation = (
+        "the positive view repeats dup_len ~ U{0..max(2, floor(dup_rate n))} of the sentence's n real tokens in place, "
+        "so that its length no longer tells it apart (Wu et al. 2022)"
+    )
+    Flags = WordRepetitionArguments
+    replaces = frozenset({"views"})
+
+    def __init__(self, args=None, model_args=None):
+        super().__init__(args, model_args)
+        self.max_length = None  # the run's --max_seq_length (prepare_run)
+        self.special_ids = frozenset()  # never repeated: [CLS], [SEP], padding (wrap)
+        self.pad_id = 0
+
+    def prepare_run(self, data_args, training_args) -> list:
+        self.max_length = data_args.max_seq_length
+        return []
+
+    def wrap(self, model, replaced):
+        tokenizer = model.tokenizer
+        self.special_ids = frozenset(tokenizer.all_special_ids)
+        self.pad_id = tokenizer.pad_token_id
+        return model
+
+    def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """View 1 of each sentence with its repeated tokens; every view padded to the new length (at
+        least the batch's own, so that a batch of static shapes keeps its shape)."""
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        first = [row[row_mask.bool()].tolist() for row, row_mask in zip(ids[:, 0], mask[:, 0])]
+        second = [self.repeat(tokens) for tokens in first]
+        length = max(ids.shape[-1], *map(len, second))
+        out_ids = torch.full((len(first), 2, length), self.pad_id, dtype=ids.dtype)
+        out_mask = torch.zeros((len(first), 2, length), dtype=mask.dtype)
+        for i, views in enumerate(zip(first, second)):
+            for v, tokens in enumerate(views):
+                out_ids[i, v, : len(tokens)] = torch.tensor(tokens, dtype=ids.dtype)
+                out_mask[i, v, : len(tokens)] = 1
+        out = {"input_ids": out_ids, "attention_mask": out_mask}
+        if "token_type_ids" in batch:
+            out["token_type_ids"] = torch.zeros_like(out_ids)
+        return out
+
+    def repeat(self, tokens: list[int]) -> list[int]:
+        """The tokens with dup_len of the real ones repeated, within the length cap; draws from
+        torch's generator, which the Trainer seeds and restores on resume."""
+        real = [i for i, token in enumerate(tokens) if token not in self.special_ids]
+        most = max(2, int(self.args.dup_rate * len(real)))
+        dup_len = int(torch.randint(0, most + 1, ()))
+        room = len(real) if self.max_length is None else max(0, self.max_length - len(tokens))
+        dup_len = min(dup_len, len(real), room)
+        chosen = torch.randperm(len(real))[:dup_len].tolist()
+        return repeated(tokens, {real[i] for i in chosen})
+
+
+RECORD = register(MethodRecord(part=WordRepetition))
+
+if __name__ == "__main__":
+    run_cli(composition.main)
