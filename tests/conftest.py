@@ -432,7 +432,16 @@ def fake_tools(tmp_path):
     for tool in ("accelerate", "python"):
         (fake / tool).chmod(0o755)
     log = tmp_path / "launch.log"
-    return {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LAUNCH_LOG": str(log)}, log
+    # RESULT_ROOT: the other tables' directories, where the sweep looks for runs they share, lie here too
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LAUNCH_LOG": str(log)}
+    return {**env, "RESULT_ROOT": str(tmp_path / "result")}, log
+
+
+def table_script(path, body):
+    """A table script at ``path`` (outside the repository) declaring ``body`` through scripts/lib.sh."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/usr/bin/env bash\nset -euo pipefail\ncd {REPO}\nsource scripts/lib.sh\n{body}\n")
+    return str(path)
 
 
 def launches(tmp_path, script, *args):
