@@ -444,6 +444,33 @@ def table_script(path, body):
     return str(path)
 
 
+def timed_launcher(tmp_path):
+    """A stand-in ``accelerate`` for the executors' tests: it logs ``start|end|term DIR GPUS TIME`` to
+    $LAUNCH_LOG, trains for $RUN_SECONDS (default 0.3) and leaves a finished run; SIGTERM stops it as
+    a run stops (its refusal lines, status 143), and a run whose directory ends with $FAIL_RUN refuses.
+    The environment to run the table scripts with, and the log."""
+    fake = tmp_path / "bin"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "accelerate").write_text(
+        "#!/usr/bin/env bash\n"
+        'out=$(echo "$*" | sed -E "s/.*--output_dir ([^ ]+).*/\\1/")\n'
+        'note() { echo "$1 $out ${CUDA_VISIBLE_DEVICES-all} $(date +%s.%N)" >> "$LAUNCH_LOG"; }\n'
+        "note start\n"
+        "trap 'note term; echo \"error: SIGTERM stopped the run at step 1; no checkpoint saved yet\"; "
+        'echo "  hint: rerun the same command to resume"; exit 143\' TERM\n'
+        'if [ -n "${FAIL_RUN:-}" ] && [[ $out == *$FAIL_RUN ]]; then\n'
+        '  echo "error: $out: the run refuses"; echo "  hint: what to do"; note end; exit 1\n'
+        "fi\n"
+        'sleep "${RUN_SECONDS:-0.3}" & wait $!\n'
+        'mkdir -p "$out" && echo "{}" > "$out/cse_config.json"\n'
+        "note end\n"
+    )
+    (fake / "accelerate").chmod(0o755)
+    log = tmp_path / "launch.log"
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LAUNCH_LOG": str(log)}
+    return {**env, "RESULT_ROOT": str(tmp_path / "result")}, log
+
+
 def launches(tmp_path, script, *args):
     """Runs ``script`` with the stand-in launchers; the logged ``accelerate`` command lines, split, and
     what it printed."""
