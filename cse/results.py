@@ -155,7 +155,11 @@ def collect_runs(paths: Sequence[str], missing_ok: bool = False) -> dict[str, li
         runs.setdefault(run_dir, {})
         for file in files:
             with open(file, encoding="utf-8") as f:
-                runs.setdefault(run_dir, {}).update(score_groups(json.load(f)))
+                report = json.load(f)
+            if "scores" in report or "score_groups" in report:  # not the Trainer's train_results.json
+                runs[run_dir].update(score_groups(report))
+        if not runs[run_dir] and not missing_ok:
+            raise MissingDataError(f"{path}: no scores in its *_results.json")
     groups: dict[str, list[dict]] = {}
     for run_dir, kinds in runs.items():
         groups.setdefault(SEED_SUFFIX.sub("", os.path.basename(run_dir)), []).append(kinds)
