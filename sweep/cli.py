@@ -44,7 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     slurm = parser.add_argument_group("slurm (each also a key of --slurm_config: partition, time, ...)")
     slurm.add_argument("--slurm_config", help="a YAML file of the settings below (the flags override it)")
     slurm.add_argument("--slurm_partition", help="the partition to submit to (default: the cluster's)")
-    slurm.add_argument("--slurm_time", help="each job's time limit: minutes, or H:MM:SS (default: the partition's limit; 24:00:00 if it has none)")
+    slurm.add_argument(
+        "--slurm_time",
+        help="each job's time limit: minutes, or H:MM:SS (default: the partition's limit; 24:00:00 if it has none)",
+    )
     slurm.add_argument(
         "--slurm_gpus_per_job", type=int, help="GPUs of each job, the processes of each run (default NUM_GPUS, or 1)"
     )

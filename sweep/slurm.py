@@ -15,6 +15,7 @@ leaves the jobs to SLURM (``--slurm_no_wait`` returns as soon as they are submit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -168,10 +169,10 @@ class SweepJob:
 
     def __init__(self, job: Job):
         self.job = job
-        self.proc = None
+        self.proc = self.step = None
 
-    def _started(self, proc) -> None:
-        self.proc = proc
+    def _started(self, proc, step) -> None:
+        self.proc, self.step = proc, step
 
     def __call__(self) -> int:
         status, step = run_job(self.job, dict(os.environ), started=self._started)
@@ -182,10 +183,26 @@ class SweepJob:
     def checkpoint(self):
         from submitit.helpers import DelayedSubmission
 
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # the run stops at its step and releases its directory
-            self.proc.wait()
+        if self.proc is not None and self.proc.returncode is None:
+            # The step's process group gets SIGTERM: a run stops at its step and releases its
+            # directory. This runs in the signal's handler, which interrupted Popen.wait in __call__,
+            # so the launcher is reaped here directly, and the group is watched until it is gone.
+            group = self.proc.pid
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGTERM)
+            status = os.waitstatus_to_exitcode(os.waitpid(group, 0)[1])
+            while _alive(group):
+                time.sleep(0.2)
+            self.step.finish(128 - status if status < 0 else status)
         return DelayedSubmission(SweepJob(self.job))
+
+
+def _alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 class TableJob:
@@ -207,12 +224,23 @@ class TableJob:
 def _state_dir(plan: Plan) -> str:
     """``<the runs' common folder>/_sweep/<table>``: the submitit files and the printed table."""
     parents = [os.path.dirname(os.path.abspath(node.directory)) for node in plan.nodes] or [os.getcwd()]
-    name = plan.tables[0].name.replace("/", "-") if len(plan.tables) == 1 else f"{len(plan.tables)}-tables"
-    return os.path.join(os.path.relpath(os.path.commonpath(parents)), "_sweep", name)
+    table = plan.tables[0]
+    if len(plan.tables) > 1:
+        name = f"{len(plan.tables)}-tables"
+    elif table.script.startswith("scripts" + os.sep):
+        name = table.name.replace("/", "-")
+    else:
+        name = os.path.basename(table.script).removesuffix(".sh")
+    return os.path.join(os.path.commonpath(parents), "_sweep", name)
 
 
 def _record(directory: str, kind: str) -> str:
     return os.path.join(directory, LOGS_NAME, f"slurm_{kind}")
+
+
+def _keep_id(path: str, job_id: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_json(path, {"job_id": job_id})
 
 
 def _read_id(path: str) -> str | None:
@@ -290,7 +318,7 @@ class SlurmExecutor:
                 handles = [executor.submit(SweepJob(job)) for job in new_runs]
             for job, handle in zip(new_runs, handles):
                 ids[job.node.directory] = handle.job_id
-                write_json(_record(job.node.directory, "job"), {"job_id": handle.job_id})
+                _keep_id(_record(job.node.directory, "job"), handle.job_id)
             submitted = True
         executor = self._executor(folder, self.settings.gpus_per_job)
         for directory, job in evaluations.items():
@@ -298,7 +326,7 @@ class SlurmExecutor:
                 continue
             run_id = ids.get(directory)
             ids[("evaluations", directory)] = self._submit(executor, SweepJob(job), run_id and f"afterok:{run_id}")
-            write_json(_record(directory, "evaluations"), {"job_id": ids[("evaluations", directory)]})
+            _keep_id(_record(directory, "evaluations"), ids[("evaluations", directory)])
             submitted = True
         table_path = os.path.join(state, "table.txt")
         if submitted or "table" not in ids:
@@ -311,7 +339,7 @@ class SlurmExecutor:
             ids["table"] = self._submit(
                 table_executor, TableJob(plan, table_path), others and "afterany:" + ":".join(others)
             )
-            write_json(table_record, {"job_id": ids["table"]})
+            _keep_id(table_record, ids["table"])
         print(
             f"submitted to SLURM: {len(ids) - 1} job(s) and the table's ({ids['table']}); logs in each run's "
             f"{LOGS_NAME}/ and {folder}",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -97,9 +98,11 @@ class Step:
     def held_by(self) -> str | None:
         return lock_holder(self.directory) if self.run is not None else None
 
-    def start(self, env: dict, devices: str | None) -> subprocess.Popen:
+    def start(self, env: dict, devices: str | None, shielded: bool = False) -> subprocess.Popen:
         """Start the step in a session of its own (a signal to the sweep reaches it only through the
-        sweep), its output appended to its log under a header naming the command."""
+        sweep), its output appended to its log under a header naming the command. ``shielded``: it
+        ignores SIGUSR2, which SLURM sends to every process of a job before its time limit, and which
+        is the job's to answer (:class:`sweep.slurm.SweepJob`)."""
         os.makedirs(os.path.dirname(self.log), exist_ok=True)
         env = dict(env)
         if devices is not None:
@@ -116,6 +119,7 @@ class Step:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_ignore_usr2 if shielded else None,
             )
 
     def failure(self, status: int) -> Failure:
@@ -131,6 +135,10 @@ class Step:
         if status == 0 and self.run is not None:
             write_text(os.path.join(self.directory, LAUNCH_ARGS_NAME), self.run.key + "\n")
         return status
+
+
+def _ignore_usr2() -> None:
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
 
 def _last_attempt(log: str) -> list[str]:
@@ -229,9 +237,10 @@ def link(node: Node) -> None:
         os.symlink(os.path.relpath(os.path.abspath(node.directory), parent), name)
 
 
-def run_job(job: Job, env: dict, devices: str | None = None, started=None) -> tuple[int, Step | None]:
-    """Run ``job``'s steps one after another in this process (the SLURM executor's job); the first
-    failure ends it. Returns its status and the step that failed."""
+def run_job(job: Job, env: dict, started=None) -> tuple[int, Step | None]:
+    """Run ``job``'s steps one after another, shielded from SIGUSR2 (the SLURM executor's job); the
+    first failure ends it. ``started(process, step)`` hears of each process. Returns the job's status
+    and the step that failed."""
     for step in job.steps:
         if step.done():
             continue
@@ -241,9 +250,9 @@ def run_job(job: Job, env: dict, devices: str | None = None, started=None) -> tu
             with open(step.log, "a", encoding="utf-8") as log:
                 log.write(f"{HEADER}start\nerror: {refusal}\n")
             return step.finish(2), step
-        proc = step.start(env, devices)
+        proc = step.start(env, None, shielded=True)
         if started is not None:
-            started(proc)
+            started(proc, step)
         status = step.finish(proc.wait())
         if status != 0:
             return status, step
