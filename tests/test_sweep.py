@@ -114,7 +114,10 @@ def test_a_run_two_tables_share_is_trained_once_and_linked(tmp_path):
         [sys.executable, "-m", "sweep", first, second], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr
-    assert [e[:2] for e in events(log)] == [("start", str(tmp_path / "a" / "run")), ("end", str(tmp_path / "a" / "run"))]
+    assert [e[:2] for e in events(log)] == [
+        ("start", str(tmp_path / "a" / "run")),
+        ("end", str(tmp_path / "a" / "run")),
+    ]
     assert os.path.islink(tmp_path / "b" / "other-name")
     assert (tmp_path / "b" / "other-name" / "cse_config.json").exists()
     assert "first" in proc.stdout and "second" in proc.stdout
@@ -141,7 +144,9 @@ def test_gpus_executor_one_run_per_gpu_each_seeing_its_own(tiny, tmp_path):
     assert most == 2
     # the sequential executor prints the same table; NUM_GPUS=2 makes one slot of both GPUs
     assert sweep({**env, "OUTPUT_DIR": str(tmp_path / "seq")}, script).stdout == TABLE
-    two = sweep({**env, "OUTPUT_DIR": str(tmp_path / "pairs"), "NUM_GPUS": "2"}, script, "--executor", "gpus", "--gpus", "3,5")
+    two = sweep(
+        {**env, "OUTPUT_DIR": str(tmp_path / "pairs"), "NUM_GPUS": "2"}, script, "--executor", "gpus", "--gpus", "3,5"
+    )
     assert two.returncode == 0 and {e[2] for e in events(log) if str(tmp_path / "pairs") in e[1]} == {"3,5"}
 
 
@@ -197,8 +202,12 @@ def test_a_gpus_sweep_stopped_midway_finishes_when_run_again(tiny):
     script, env, log = tiny
     env = {**env, "RUN_SECONDS": "30"}
     driver = subprocess.Popen(
-        ["bash", script, "--executor", "gpus", "--gpus", "0,1"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        ["bash", script, "--executor", "gpus", "--gpus", "0,1"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (not log.exists() or len(events(log)) < 2):
