@@ -22,7 +22,7 @@ from . import estimate
 from .plan import Plan
 from .progress import Progress
 from .report import end
-from .steps import Job, evaluation_job, link, run_tables, train_job
+from .steps import Job, evaluation_job, link, run_tables, train_job, wait_for_group
 
 # The loop sleeps until a child ends or a signal comes (SIGCHLD through a wakeup pipe), at most this long
 POLL_S = 2.0
@@ -138,17 +138,15 @@ class LocalExecutor:
             ready.append(evaluations[job.node.directory])
 
     def _stop(self) -> None:
+        """SIGTERM to every running job's processes; each gets STOP_GRACE_S to stop at its step."""
         for proc, *_ in self.running.values():
             _kill(proc, signal.SIGTERM)
         name = signal.Signals(self.stopping).name
         self.progress.show(f"{name}: stopping {len(self.running)} running job(s) at their step")
         deadline = time.monotonic() + STOP_GRACE_S
         for proc, job, index, _ in list(self.running.values()):
-            try:
-                status = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except Exception:  # subprocess.TimeoutExpired: past the grace period
-                _kill(proc, signal.SIGKILL)
-                status = proc.wait()
+            status = proc.wait()  # the launcher; its children stop after it
+            wait_for_group(proc.pid, deadline)
             job.steps[index].finish(status)
         self.running.clear()
 

@@ -34,9 +34,21 @@ from cse.errors import CSEUsageError
 from .plan import LOGS_NAME, Plan
 from .progress import Progress
 from .report import end
-from .steps import Failure, Job, evaluation_job, link, recorded_status, run_job, run_tables, train_job
+from .steps import (
+    Failure,
+    Job,
+    evaluation_job,
+    link,
+    recorded_status,
+    run_job,
+    run_tables,
+    train_job,
+    wait_for_group,
+)
 
 POLL_S = 5.0
+# how long a run stopped by SIGTERM gets to stop at its step before the rest of its processes are killed
+STOP_GRACE_S = 120
 # how many times a job may reach its time limit and be requeued (preemptions are not counted)
 MAX_TIMEOUTS = 10
 CONFIG_KEYS = {"partition", "time", "gpus_per_job", "account", "options", "max_parallel"}
@@ -191,18 +203,9 @@ class SweepJob:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(group, signal.SIGTERM)
             status = os.waitstatus_to_exitcode(os.waitpid(group, 0)[1])
-            while _alive(group):
-                time.sleep(0.2)
-            self.step.finish(128 - status if status < 0 else status)
+            wait_for_group(group, time.monotonic() + STOP_GRACE_S)
+            self.step.finish(status)
         return DelayedSubmission(SweepJob(self.job))
-
-
-def _alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 class TableJob:
@@ -389,7 +392,15 @@ class SlurmExecutor:
             with open(table_path, encoding="utf-8") as f:
                 sys.stdout.write(f.read())
             sys.stdout.flush()
-        failures = [failure for job in jobs.values() if (failure := _failure(job)) is not None]
+        # a failed run's evaluations were cancelled with it: its failure says it
+        unrun = {d for d, job in runs.items() if _failure(job) is not None}
+        failures = [
+            f
+            for job in jobs.values()
+            if not (job.kind == "evaluations" and job.node.directory in unrun)
+            for f in [_failure(job)]
+            if f is not None
+        ]
         if not os.path.exists(table_path):
             failures.append(Failure(f"the table's job {ids['table']}", 1, None, []))
         return end(failures)

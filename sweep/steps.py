@@ -9,6 +9,7 @@ started again with the same command). A failed step's status and the lines that 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -129,12 +130,30 @@ class Step:
     def finish(self, status: int) -> int:
         """Record the end of the step in its log; a refusal's status is the run's own (see
         :func:`outcome`). A training step that succeeded records its arguments beside the run."""
-        status = outcome(self.log, status)[0]
+        status = outcome(self.log, 128 - status if status < 0 else status)[0]  # killed by a signal: 128 + it
         with open(self.log, "a", encoding="utf-8") as log:
             log.write(f"{HEADER}exit status {status}\n")
         if status == 0 and self.run is not None:
             write_text(os.path.join(self.directory, LAUNCH_ARGS_NAME), self.run.key + "\n")
         return status
+
+
+def group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_for_group(group: int, deadline: float) -> None:
+    """Wait until no process of ``group`` is left (the launcher's children stop after it), killing
+    what is left at ``deadline`` (a ``time.monotonic`` time)."""
+    while group_alive(group):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        time.sleep(0.2)
 
 
 def _ignore_usr2() -> None:
@@ -227,6 +246,8 @@ def evaluation_job(node: Node, processes: int) -> Job | None:
 def link(node: Node) -> None:
     """Make each other name of the node's run a symbolic link to the directory that trains it (a link
     left dangling by a deleted run is replaced: links hold nothing of their own)."""
+    if os.path.islink(node.directory) and not os.path.exists(node.directory):
+        os.remove(node.directory)  # a link left by a run that was deleted since: it trains here now
     for name in node.links:
         parent = os.path.dirname(os.path.abspath(name))
         if os.path.islink(name):
