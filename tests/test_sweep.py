@@ -241,3 +241,26 @@ def test_a_run_another_live_process_trains_is_waited_for(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert f"waiting for {out}: PID {holder.pid} on this machine trains it" in proc.stderr
     assert time.monotonic() - began >= 1.5 and len(log.read_text().splitlines()) == 1
+
+
+def test_slurm_settings_from_a_config_file_and_flags(tmp_path):
+    from cse.errors import CSEUsageError
+    from sweep.cli import build_parser
+    from sweep.slurm import minutes, settings
+
+    assert [minutes(t) for t in ("90", "4:00:00", "30:00", "1-00:00:00", "2-12")] == [90, 240, 30, 1440, 3600]
+    with pytest.raises(CSEUsageError, match="not a SLURM time"):
+        minutes("4h")
+    config = tmp_path / "slurm.yaml"
+    config.write_text("partition: gpu\ntime: '2:00:00'\ngpus_per_job: 2\noptions: {qos: high, cpus-per-task: 8}\n")
+    parser = build_parser()
+    args = parser.parse_args(["--slurm_config", str(config), "--slurm_time", "30", "--slurm_option", "qos=low"])
+    got = settings(args, 1, check_cluster=False)
+    assert (got.partition, got.minutes, got.gpus_per_job, got.processes) == ("gpu", 30, 2, 2)
+    assert got.options == {"qos": "low", "cpus-per-task": "8"} and got.wait
+    assert settings(parser.parse_args(["--slurm_gpus_per_job", "0"]), 1, check_cluster=False).processes == 1
+    config.write_text("partition: gpu\nqueue: long\n")
+    with pytest.raises(CSEUsageError, match=r"unknown key\(s\) queue"):
+        settings(parser.parse_args(["--slurm_config", str(config)]), 1, check_cluster=False)
+    with pytest.raises(CSEUsageError, match="not KEY=VALUE"):
+        settings(parser.parse_args(["--slurm_option", "qos"]), 1, check_cluster=False)
