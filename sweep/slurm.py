@@ -31,6 +31,7 @@ import yaml
 from cse.atomic import write_json
 from cse.errors import CSEUsageError
 
+from . import estimate
 from .plan import LOGS_NAME, Plan
 from .progress import Progress
 from .report import end
@@ -358,6 +359,8 @@ class SlurmExecutor:
         """Wait for the table's job, showing the jobs' progress; then print the table and what failed."""
         jobs = {**runs, **{("evaluations", d): job for d, job in evaluations.items()}}
         progress = Progress(len(runs), len(evaluations), self.settings.max_parallel or len(runs) or 1)
+        for job in runs.values():
+            progress.expect(job.name, estimate.seconds(job.node.run))
         seen = {key: "queued" for key in jobs}
         stopped = []
         signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -95,7 +95,7 @@ def test_gpus_executor_prints_the_sequential_table_and_a_stopped_sweep_finishes_
         text=True,
     )
     run = root / "tiny" / "temp1-seed1"
-    wait_for(run / "checkpoint-20", driver)
+    wait_for(run / "checkpoint-20" / "trainer_state.json", driver)  # complete (the Trainer writes it last)
     driver.send_signal(signal.SIGINT)
     out, err = driver.communicate(timeout=300)
     assert driver.returncode == 130 and out == "", err[-5000:]
@@ -135,7 +135,7 @@ def test_slurm_executor_prints_the_sequential_table_through_a_requeue(tiny_table
     )
     # the run's job, mid-run: SLURM's signal before a time limit (or a preemption), sent by scancel
     run = tmp_path / "tiny" / "temp2-seed1"
-    wait_for(run / "checkpoint-20", driver)
+    wait_for(run / "checkpoint-20" / "trainer_state.json", driver)
     job = json.loads((run / "_logs" / "slurm_job").read_text())["job_id"]
     subprocess.run(["scancel", "--signal", "USR2", job], env=env, check=True)
     out, err = driver.communicate(timeout=900)
