@@ -78,6 +78,8 @@ class Progress:
     def show(self, event: str = "") -> None:
         line = self.line()
         if self.bar is not None:
+            if event.startswith(("failed", "waiting")):  # above the bar, kept
+                self.bar.write(event, file=self.stream)
             self.bar.set_postfix_str(line, refresh=True)
             return
         if (line, event) != self.last:
