@@ -8,6 +8,10 @@ tables that put our scores beside them.
 Several JSONs with ``--paper_row`` are seeds of one model: the row shows mean ± standard deviation
 (sample, n - 1) per column, and the difference is the mean's.
 
+``--missing mark`` (the table scripts' setting) prints a result that is not there, a failed run's,
+as ``missing`` cells and names how many of a row's seeds are missing, instead of refusing; a mean over
+fewer seeds is never shown in its place.
+
 ``--runs`` collects many runs and seeds into paper-style tables, one per score kind (STS, transfer):
 
     python -m cse.results --runs result/simcse-seed1 result/simcse-seed2 result/mixcse-seed1 ... \
@@ -46,6 +50,8 @@ from .paths import MissingDataError
 
 # Package data: installed with ``cse``, so the published rows are there outside a checkout too.
 PAPER_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paper_results.yaml")
+# the cell of a result that is not there (--missing mark)
+MISSING = "missing"
 
 
 def load_paper_results(path: str = PAPER_RESULTS) -> dict:
@@ -63,9 +69,11 @@ def load_paper_results(path: str = PAPER_RESULTS) -> dict:
 
 
 def format_cell(value) -> str:
-    """Two decimals; a ``(mean, std)`` pair as ``mean ± std``; ``None`` as ``-``."""
+    """Two decimals; a ``(mean, std)`` pair as ``mean ± std``; ``None`` as ``-``; text as it is."""
     if value is None:
         return "-"
+    if isinstance(value, str):
+        return value
     if isinstance(value, tuple):
         return f"{value[0]:.2f} ± {value[1]:.2f}"
     return f"{value:.2f}"
@@ -106,7 +114,7 @@ def compare_with_paper(
     our mean, - paper), as one markdown table under a line citing the source."""
     paper = load_paper_results(path)[paper_row_id]
     columns = [c for c in paper["scores"] if c in ours]
-    diff = {c: mean_value(ours[c]) - paper["scores"][c] for c in columns}
+    diff = {c: MISSING if ours[c] == MISSING else mean_value(ours[c]) - paper["scores"][c] for c in columns}
     label = f"paper, {paper['table']}: {paper['model']}"
     table = markdown_table({name: ours, label: paper["scores"], "difference": diff}, columns)
     return f"Paper: {paper['paper']}\n\n{table}"
@@ -132,18 +140,26 @@ def score_groups(report: Mapping) -> dict:
     return dict(report.get("score_groups") or {score_kind(report["scores"]): report["scores"]})
 
 
-def collect_runs(paths: Sequence[str]) -> dict[str, list[dict]]:
+def collect_runs(paths: Sequence[str], missing_ok: bool = False) -> dict[str, list[dict]]:
     """``{group: [{kind: scores} per seed]}`` from run directories and result JSONs, in the order
-    given; a run's group is its folder name less a ``seed<N>`` suffix."""
+    given; a run's group is its folder name less a ``seed<N>`` suffix. With ``missing_ok``, a run
+    without results (a JSON or directory that is not there) is an empty ``{}``."""
     runs: dict[str, dict] = {}
     for path in paths:
         files = sorted(glob.glob(os.path.join(path, "*_results.json"))) if os.path.isdir(path) else [path]
-        if not files:
+        files = [file for file in files if os.path.exists(file)] if missing_ok else files
+        if not files and not missing_ok:
             raise MissingDataError(f"{path}: no *_results.json in this run directory")
-        run_dir = os.path.normpath(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)))
+        is_json = path.endswith(".json") or os.path.isfile(path)
+        run_dir = os.path.normpath(os.path.dirname(os.path.abspath(path)) if is_json else path)
+        runs.setdefault(run_dir, {})
         for file in files:
             with open(file, encoding="utf-8") as f:
-                runs.setdefault(run_dir, {}).update(score_groups(json.load(f)))
+                report = json.load(f)
+            if "scores" in report or "score_groups" in report:  # not the Trainer's train_results.json
+                runs[run_dir].update(score_groups(report))
+        if not runs[run_dir] and not missing_ok:
+            raise MissingDataError(f"{path}: no scores in its *_results.json")
     groups: dict[str, list[dict]] = {}
     for run_dir, kinds in runs.items():
         groups.setdefault(SEED_SUFFIX.sub("", os.path.basename(run_dir)), []).append(kinds)
@@ -158,23 +174,38 @@ def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str],
     if unknown:
         raise CSEUsageError(f"unknown paper row(s) {', '.join(unknown)} (see {path})")
     out = []
+    # a run without results (--missing mark) belongs to every kind its group's other runs, or its
+    # paper row, have; to STS when nothing says
+    kinds = {
+        group: {kind for seed in seeds for kind in seed}
+        or {score_kind(papers[paper_rows[group]]["scores"]) if group in paper_rows else "sts"}
+        for group, seeds in groups.items()
+    }
     for kind, title in SCORE_KINDS.items():
-        rows, columns = {}, None
+        rows, columns, shapes = {}, None, [["Avg."]]
         for group, seeds in groups.items():
-            with_kind = [seed[kind] for seed in seeds if kind in seed]
-            if not with_kind:
+            if kind not in kinds[group]:
                 continue
-            if len(with_kind) != len(seeds):
+            with_kind = [seed[kind] for seed in seeds if kind in seed]
+            absent = sum(not seed for seed in seeds)
+            if len(with_kind) + absent != len(seeds):
                 raise CSEUsageError(f"{group}: {len(seeds) - len(with_kind)} of {len(seeds)} runs lack {kind} results")
-            ours = aggregate_seeds(with_kind)
-            columns = columns or list(ours)
-            rows[group if len(seeds) == 1 else f"{group} ({len(seeds)} seeds)"] = ours
+            if absent:  # never a mean over the seeds that are there
+                name = f"{group} ({absent} of {len(seeds)} seeds missing)" if len(seeds) > 1 else f"{group} (missing)"
+                ours = None
+            else:
+                name, ours = group if len(seeds) == 1 else f"{group} ({len(seeds)} seeds)", aggregate_seeds(with_kind)
+                columns = columns or list(ours)
+            rows[name] = ours
             paper = papers.get(paper_rows.get(group, ""))
             if paper is not None and score_kind(paper["scores"]) == kind:
+                shapes.insert(0, list(paper["scores"]))
                 rows[f"paper, {paper['table']}: {paper['model']}"] = paper["scores"]
-                rows[f"{group} - paper"] = {
+                rows[f"{group} - paper"] = ours and {
                     c: mean_value(ours[c]) - paper["scores"][c] for c in paper["scores"] if c in ours
                 }
+        columns = columns or shapes[0]
+        rows = {name: {c: MISSING for c in columns} if scores is None else scores for name, scores in rows.items()}
         if rows:
             out.append(f"{title}\n\n{markdown_table(rows, columns)}")
     if not out:
@@ -242,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="two JSONs side by side (e.g. before and after training) and their difference per column",
     )
+    parser.add_argument(
+        "--missing",
+        choices=("error", "mark"),
+        default="error",
+        help="a result JSON or run that is not there: an error (default), or 'missing' cells in its row (mark)",
+    )
     return parser
 
 
@@ -260,8 +297,9 @@ def main(argv=None) -> None:
                 parser.error(f"{path} has no environment block (written before cse recorded one)")
             print(f"{path}:\n{format_environment(environment)}")
         return
+    mark = args.missing == "mark"
     if args.runs:
-        groups = collect_runs(args.result_json)
+        groups = collect_runs(args.result_json, missing_ok=mark)
         if args.name is not None:
             if len(args.name) != len(groups):
                 parser.error(f"{len(groups)} group(s) but {len(args.name)} --name(s)")
@@ -273,13 +311,23 @@ def main(argv=None) -> None:
         return
     scores = []
     for path in args.result_json:
+        if mark and not os.path.exists(path):
+            scores.append(None)
+            continue
         with open(path, encoding="utf-8") as f:
             scores.append(json.load(f)["scores"])
+    present = [s for s in scores if s is not None]
+    absent = f"{len(scores) - len(present)} of {len(scores)} missing" if len(scores) > 1 else "missing"
     if args.paper_row is not None:
         if len(args.paper_row) != 1:
             parser.error("one --paper_row without --runs")
         if args.name is not None and len(args.name) != 1:
             parser.error("--paper_row makes one row: give one --name")
+        if len(present) < len(scores):  # never a mean over the seeds that are there
+            columns = load_paper_results()[args.paper_row[0]]["scores"]
+            name = f"{args.name[0] if args.name else 'ours'} ({absent})"
+            print(compare_with_paper({c: MISSING for c in columns}, args.paper_row[0], name=name))
+            return
         name = args.name[0] if args.name else "ours" if len(scores) == 1 else f"ours ({len(scores)} seeds)"
         print(compare_with_paper(aggregate_seeds(scores), args.paper_row[0], name=name))
         return
@@ -289,9 +337,13 @@ def main(argv=None) -> None:
     if args.difference:
         if len(scores) != 2:
             parser.error(f"--difference compares two result JSONs, got {len(scores)}")
+        if len(present) < 2:
+            parser.error(f"--difference compares two result JSONs: {absent}")
         print(difference_table(*scores, names))
         return
-    print(markdown_table(dict(zip(names, scores)), list(scores[0])))
+    columns = list(present[0]) if present else ["Avg."]
+    rows = {name: {c: MISSING for c in columns} if s is None else s for name, s in zip(names, scores)}
+    print(markdown_table(rows, columns))
 
 
 if __name__ == "__main__":

@@ -1,59 +1,82 @@
-# Sourced by the reproduction scripts (from the repository root).
-#   NUM_GPUS   processes to launch (default 1); it must divide each run's global batch.
+# Sourced by the paper-table scripts (from the repository root, right after their `cd`). A table
+# script declares its runs, their evaluations and the commands that print the table; the sweep
+# driver (python3 -m sweep, docs/reproduce.md) plans them, runs what is not finished yet with the
+# chosen executor and prints the table at the end. Every table script takes the driver's options
+# (--plan, --executor sequential|gpus|slurm, --gpus, --max_parallel and the slurm executor's; see
+# python3 -m sweep --help) and passes its other arguments on to its training runs.
+#   NUM_GPUS     processes of one run (DDP; default 1); it must divide each run's global batch
+#   RESULT_ROOT  where the tables' default output directories lie (default result)
+#   OUTPUT_DIR   this table's output directory (each script's default lies under RESULT_ROOT)
 
-gpus=${NUM_GPUS:-1}
+if [ -z "${CSE_SWEEP_RECORD:-}" ]; then
+    # Run from the command line: hand the script to the driver, which runs it again with
+    # CSE_SWEEP_RECORD set to learn its runs. The script's `cd` left where it was started in OLDPWD.
+    case $0 in
+        /*) table=$0 ;;
+        *) table=$OLDPWD/$0 ;;
+    esac
+    exec python3 -m sweep "$table" "$@"
+fi
 
-# train RUN_SCRIPT OUTPUT_DIR GLOBAL_BATCH [ARGS...]: one training run through accelerate, the global
-# batch split over the processes. A run finished with the same arguments is kept, not redone, so an
-# interrupted sweep picks up where it stopped (an interrupted run resumes from its last checkpoint);
-# a finished run with other arguments is refused rather than reported as this one.
-train() {
-    local script=$1 out=$2 batch=$3
-    shift 3
-    local request="$script $batch $*"
-    if [ -f "$out/cse_config.json" ]; then
-        if [ "$(cat "$out/launch_args.txt" 2>/dev/null)" == "$request" ]; then
-            echo "$out: already trained with these arguments, kept (delete it to retrain)" >&2
-            return 0
-        fi
-        echo "$out holds a run trained with other arguments: delete it or set OUTPUT_DIR" >&2
-        return 2
-    fi
-    if (( batch % gpus )); then
-        echo "NUM_GPUS=$gpus does not divide the global batch of $batch" >&2
-        return 2
-    fi
-    local launch=(accelerate launch --num_processes "$gpus")
-    [ "$gpus" -gt 1 ] && launch+=(--multi_gpu)
-    refusal_last "${launch[@]}" "$script" "$@" --output_dir "$out" --per_device_train_batch_size $((batch / gpus)) ||
-        return
-    printf '%s\n' "$request" > "$out/launch_args.txt"
+results_root=${RESULT_ROOT:-result}
+
+# _record KIND ARGS...: one declaration for the driver: its kind, its number of arguments, the arguments
+_record() {
+    printf '%s\0' "$1" "$(($# - 1))" "${@:2}" >> "$CSE_SWEEP_RECORD"
 }
 
-# refusal_last CMD...: run CMD; when the run refuses (an "error: ..." line and its "  hint: ..."), that
-# refusal ends stderr and the status is the run's (2; 130 or 143 for a run stopped by SIGINT or
-# SIGTERM), without the launcher's report of a failed child after it (accelerate's CalledProcessError
-# traceback, torchrun's ChildFailedError) and its status 1. Anything else, a bug's traceback
-# included, passes unchanged with CMD's status.
-refusal_last() {
-    local codes
-    { "$@" 2>&1 1>&3 3>&- | awk '
-        /^error: / { status = /^error: SIGINT stopped/ ? 130 : /^error: SIGTERM stopped/ ? 143 : 2 }
-        status && !/^(error|  hint): / { next }
-        { print; fflush() }
-        END { exit status }' >&2 && codes=("${PIPESTATUS[@]}") || codes=("${PIPESTATUS[@]}"); } 3>&1
-    (( codes[1] )) && return "${codes[1]}"
-    return "${codes[0]}"
+# train RUN_SCRIPT OUTPUT_DIR GLOBAL_BATCH [ARGS...]: one training run, launched through accelerate
+# with the global batch split over its processes. A run finished with the same arguments is kept; an
+# interrupted one resumes from its last checkpoint; a finished run with other arguments is refused.
+train() {
+    _record train "$@"
+}
+
+# evaluate MODEL_DIR OUTPUT CMD...: CMD evaluates the run trained into MODEL_DIR (after it, in the
+# order declared) and writes OUTPUT; skipped when OUTPUT is already there.
+evaluate() {
+    _record evaluate "$@"
+}
+
+# evaluate_launched MODEL_DIR OUTPUT GLOBAL_BATCH SCRIPT [ARGS...]: an evaluation that trains (anli_eval.py),
+# launched through accelerate on the run's processes like `train`.
+evaluate_launched() {
+    _record evaluate_launched "$@"
+}
+
+# show CMD...: a command of the printed table, run when every run and evaluation has ended.
+show() {
+    _record show "$@"
+}
+
+# tabulate ARGS...: `python -m cse.results ARGS...` in the printed table; a result a failed run did not
+# write is a missing cell, not an error.
+tabulate() {
+    show python -m cse.results "$@" --missing mark
+}
+
+# require_file VAR WHAT: the file named by the variable VAR must exist (WHAT says what it holds). A plan
+# (--plan) only notes it and names the file <VAR>.
+require_file() {
+    local var=$1
+    [ -f "${!var:-}" ] && return
+    if [ -n "${CSE_SWEEP_PLAN_ONLY:-}" ]; then
+        _record note "set $var to $2"
+        printf -v "$var" '<%s>' "$var"
+        return
+    fi
+    echo "error: set $var to $2 (got '${!var:-}')" >&2
+    exit 2
 }
 
 # sts_test MODEL_DIR: the 7 STS test sets with senteval_eval.py, into MODEL_DIR/sts_test_results.json.
 sts_test() {
-    python senteval_eval.py --model_name_or_path "$1" --mode test --task_set sts \
-        --output_json "$1/sts_test_results.json"
+    evaluate "$1" "$1/sts_test_results.json" python senteval_eval.py --model_name_or_path "$1" --mode test \
+        --task_set sts --output_json "$1/sts_test_results.json"
 }
 
 # transfer_test MODEL_DIR: the 7 SentEval transfer tasks, into MODEL_DIR/transfer_test_results.json.
 transfer_test() {
-    python senteval_eval.py --model_name_or_path "$1" --mode test --task_set transfer \
-        --output_json "$1/transfer_test_results.json"
+    evaluate "$1" "$1/transfer_test_results.json" python senteval_eval.py --model_name_or_path "$1" --mode test \
+        --task_set transfer --output_json "$1/transfer_test_results.json"
 }

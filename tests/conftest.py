@@ -418,19 +418,28 @@ def make_sarcse_trainer(model_dir, out, sarcse_args=None, *, max_steps=4, callba
 # --- the reproduction scripts with stand-in launchers ----------------------------------------------
 
 
+def _stand_ins(tmp_path, tools):
+    """``tools`` (name -> bash script) first on the PATH; the environment for the table scripts (their
+    results under tmp_path, where the sweep also looks for the other tables' runs) and the launch log."""
+    fake = tmp_path / "bin"
+    fake.mkdir(parents=True, exist_ok=True)
+    for name, script in tools.items():
+        (fake / name).write_text("#!/usr/bin/env bash\n" + script)
+        (fake / name).chmod(0o755)
+    log = tmp_path / "launch.log"
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LAUNCH_LOG": str(log)}
+    return {**env, "RESULT_ROOT": str(tmp_path / "result")}, log
+
+
 def fake_tools(tmp_path):
     """``accelerate`` that logs its arguments and leaves a finished run in --output_dir, and ``python``
     that writes a result JSON for senteval_eval.py and echoes the rest."""
-    fake = tmp_path / "bin"
-    fake.mkdir(parents=True, exist_ok=True)
-    (fake / "accelerate").write_text(
-        "#!/usr/bin/env bash\n"
+    accelerate = (
         'echo "accelerate $*" | tee -a "$LAUNCH_LOG"\n'
         'out=$(echo "$*" | sed -E "s/.*--output_dir ([^ ]+).*/\\1/")\n'
         'mkdir -p "$out" && echo "{}" > "$out/cse_config.json"\n'
     )
-    (fake / "python").write_text(
-        "#!/usr/bin/env bash\n"
+    python = (
         'if [ "$1" == senteval_eval.py ]; then\n'
         '  out=$(echo "$*" | sed -E "s/.*--output_json ([^ ]+).*/\\1/")\n'
         '  echo \'{"scores": {"STS12": 1.0, "Avg.": 1.0}}\' > "$out"\n'
@@ -438,10 +447,35 @@ def fake_tools(tmp_path):
         '  echo "python $*"\n'
         "fi\n"
     )
-    for tool in ("accelerate", "python"):
-        (fake / tool).chmod(0o755)
-    log = tmp_path / "launch.log"
-    return {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "LAUNCH_LOG": str(log)}, log
+    return _stand_ins(tmp_path, {"accelerate": accelerate, "python": python})
+
+
+def timed_launcher(tmp_path):
+    """A stand-in ``accelerate`` for the executors' tests: it logs ``start|end|term DIR GPUS TIME`` to
+    $LAUNCH_LOG, trains for $RUN_SECONDS (default 0.3) and leaves a finished run; SIGTERM stops it as
+    a run stops (its refusal lines, status 143), and a run whose directory ends with $FAIL_RUN refuses.
+    The environment to run the table scripts with, and the log."""
+    accelerate = (
+        'out=$(echo "$*" | sed -E "s/.*--output_dir ([^ ]+).*/\\1/")\n'
+        'note() { echo "$1 $out ${CUDA_VISIBLE_DEVICES-all} $(date +%s.%N)" >> "$LAUNCH_LOG"; }\n'
+        "note start\n"
+        "trap 'note term; echo \"error: SIGTERM stopped the run at step 1; no checkpoint saved yet\"; "
+        'echo "  hint: rerun the same command to resume"; exit 143\' TERM\n'
+        'if [ -n "${FAIL_RUN:-}" ] && [[ $out == *$FAIL_RUN ]]; then\n'
+        '  echo "error: $out: the run refuses"; echo "  hint: what to do"; note end; exit 1\n'
+        "fi\n"
+        'sleep "${RUN_SECONDS:-0.3}" & wait $!\n'
+        'mkdir -p "$out" && echo "{}" > "$out/cse_config.json"\n'
+        "note end\n"
+    )
+    return _stand_ins(tmp_path, {"accelerate": accelerate})
+
+
+def table_script(path, body):
+    """A table script at ``path`` (outside the repository) declaring ``body`` through scripts/lib.sh."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/usr/bin/env bash\nset -euo pipefail\ncd {REPO}\nsource scripts/lib.sh\n{body}\n")
+    return str(path)
 
 
 def launches(tmp_path, script, *args):

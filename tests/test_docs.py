@@ -122,6 +122,7 @@ def accepted_flags():
     import senteval_eval
     from bench import run as bench_run
     from cse import composition, diagnostics, plots, registry, results, stsb_corpus
+    from sweep import cli as sweep_cli
 
     run_scripts = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, "run_*.py")))
     # every method's preset, and run_cse.py, whose flags are the parts'
@@ -136,6 +137,7 @@ def accepted_flags():
     parsers = [senteval_eval.build_parser(), results.build_parser(), plots.build_parser()]
     parsers += [stsb_corpus.build_parser(), bench_run.build_parser(), diagnostics.build_parser()]
     parsers += [_load_script(p).build_parser() for p in ("scripts/speed_check.py", "scripts/verify_data.py")]
+    parsers.append(sweep_cli.build_parser())
     for parser in parsers:
         flags |= _options(parser)
     # a part's flags spelled with its part, which every composition takes (cse.composition)

@@ -10,17 +10,23 @@ import pytest
 
 from cse.results import load_paper_results
 
-from .conftest import REPO, fake_tools, launches
+from .conftest import REPO, fake_tools, launches, table_script
 
 SCRIPTS = sorted(glob.glob(os.path.join(REPO, "scripts", "*", "*.sh")))
 
 
 def train(tmp_path, gpus, *args):
+    """A table of the one run ``train ARGS`` with the stand-in launchers, on ``gpus`` processes."""
     env, _ = fake_tools(tmp_path)
-    script = f"source scripts/lib.sh && train {' '.join(args)}"
+    script = table_script(tmp_path / "table.sh", "train " + " ".join(args))
     return subprocess.run(
-        ["bash", "-c", script], cwd=REPO, env={**env, "NUM_GPUS": str(gpus)}, capture_output=True, text=True
+        ["bash", script], cwd=REPO, env={**env, "NUM_GPUS": str(gpus)}, capture_output=True, text=True
     )
+
+
+def launched(tmp_path):
+    log = tmp_path / "launch.log"
+    return log.read_text().splitlines() if log.exists() else []
 
 
 def test_train_splits_the_global_batch_over_the_processes(tmp_path):
@@ -28,26 +34,30 @@ def test_train_splits_the_global_batch_over_the_processes(tmp_path):
     proc = train(tmp_path, 4, "run_adcse.py", str(out), "64", "configs/adcse_bert_base.yaml", "--seed", "3")
     assert proc.returncode == 0, proc.stderr
     assert (
-        proc.stdout.split()
+        launched(tmp_path)[0].split()
         == (
             f"accelerate launch --num_processes 4 --multi_gpu run_adcse.py configs/adcse_bert_base.yaml --seed 3 "
             f"--output_dir {out} --per_device_train_batch_size 16"
         ).split()
     )
-    one = train(tmp_path, 1, "run_simcse.py", str(tmp_path / "one"), "64")
-    assert one.stdout.split()[:4] == ["accelerate", "launch", "--num_processes", "1"]
-    assert "--multi_gpu" not in one.stdout
+    # the run's output is its log, in its directory
+    assert "accelerate launch --num_processes 4" in (out / "_logs" / "train.log").read_text()
+    train(tmp_path / "one", 1, "run_simcse.py", str(tmp_path / "one" / "run"), "64")
+    assert launched(tmp_path / "one")[0].split()[:4] == ["accelerate", "launch", "--num_processes", "1"]
+    assert "--multi_gpu" not in launched(tmp_path / "one")[0]
 
 
 def test_train_refuses_a_batch_the_processes_do_not_divide_and_keeps_finished_runs(tmp_path):
     proc = train(tmp_path, 3, "run_adcse.py", str(tmp_path / "run"), "64")
-    assert proc.returncode == 2 and "NUM_GPUS=3 does not divide the global batch of 64" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("error: 3 processes a run do not divide the global batch")
+    assert len(proc.stderr.strip().splitlines()) == 2 and not (tmp_path / "run").exists()
     out = str(tmp_path / "done")
     assert train(tmp_path, 1, "run_adcse.py", out, "64", "--seed", "1").returncode == 0
-    again = train(tmp_path, 2, "run_adcse.py", out, "64", "--seed", "1")  # same run, other GPU count
-    assert again.returncode == 0 and again.stdout == "" and "already trained" in again.stderr
+    again = train(tmp_path, 2, "run_adcse.py", out, "64", "--seed", "1")  # same run, other GPU count: kept
+    assert again.returncode == 0 and len(launched(tmp_path)) == 1
     other = train(tmp_path, 1, "run_adcse.py", out, "64", "--seed", "2")
-    assert other.returncode == 2 and "trained with other arguments" in other.stderr
+    assert other.returncode == 2 and "holds a run trained with other arguments" in other.stderr
+    assert len(launched(tmp_path)) == 1
 
 
 def test_adcse_scripts_pass_each_runs_settings(tmp_path):
@@ -82,6 +92,8 @@ def test_adcse_scripts_pass_each_runs_settings(tmp_path):
 def test_scripts_parse_and_name_existing_paper_rows(script):
     assert subprocess.run(["bash", "-n", script]).returncode == 0
     text = open(script, encoding="utf-8").read()
+    if text.startswith("#!"):  # a table: from the repository root it hands itself to the sweep driver
+        assert re.search(r'^cd "\$\(dirname "\$0"\)/\.\./\.\."\nsource scripts/(lib|\w+/common)\.sh$', text, re.M)
     rows = load_paper_results()
     named = set(re.findall(r"--paper_row (\w+)", text))
     assert all(row in rows for row in named), named - set(rows)

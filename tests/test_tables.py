@@ -37,6 +37,8 @@ def cells(line):
 
 def test_runs_and_seeds_as_mean_and_std_beside_the_paper(tmp_path, capsys):
     written = write_runs(tmp_path)
+    for run in tmp_path.iterdir():  # what the Trainer writes beside them holds no scores
+        (run / "train_results.json").write_text(json.dumps({"train_loss": 1.0, "epoch": 1.0}))
     runs = sorted(str(p) for p in tmp_path.iterdir())
     results.main(["--runs", *runs, "--paper_row", "simcse=simcse_unsup_bert_base"])
     out = capsys.readouterr().out
@@ -74,3 +76,24 @@ def test_single_group_bare_row_and_errors(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no \\*_results.json"):
         results.collect_runs([str(tmp_path / "empty")])
+
+
+def test_missing_results_are_marked_never_averaged_over_fewer_seeds(tmp_path, capsys):
+    write_runs(tmp_path)
+    seeds = [str(tmp_path / f"mixcse-seed{s}" / "sts_test_results.json") for s in (1, 2, 3, 4)]  # seed 4 failed
+    results.main([*seeds, "--paper_row", "simcse_unsup_bert_base", "--name", "MixCSE", "--missing", "mark"])
+    lines = {cells(line)[0]: cells(line)[1:] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
+    assert lines["MixCSE (1 of 4 missing)"] == ["missing"] * 8 and lines["difference"] == ["missing"] * 8
+    # --runs: the group with a missing seed, and a group whose only run is missing, are marked; the others not
+    runs = [str(tmp_path / f"mixcse-seed{s}") for s in (1, 2, 3, 4)] + [str(tmp_path / "simcse-seed1")]
+    results.main(["--runs", *runs, str(tmp_path / "adcse"), "--missing", "mark"])
+    sts = capsys.readouterr().out.split("Transfer tasks")[0]
+    lines = {cells(line)[0]: cells(line)[1:] for line in sts.splitlines() if line.startswith("| ")}
+    assert lines["mixcse (1 of 4 seeds missing)"] == ["missing"] * 8 and lines["adcse (missing)"] == ["missing"] * 8
+    assert lines["simcse"][0] == "70.50"  # seed 1 alone: 70 + 0 + 0.5
+    # a row per JSON
+    results.main([seeds[0], seeds[3], "--name", "one", "four", "--missing", "mark"])
+    lines = {cells(line)[0]: cells(line)[1:] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
+    assert lines["four"] == ["missing"] * 8 and lines["one"][0] == "72.50"  # mixcse: 72 + 0 + 0.5
+    with pytest.raises(FileNotFoundError):  # without --missing mark, a missing JSON is an error
+        results.main([seeds[0], seeds[3]])

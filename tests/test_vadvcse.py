@@ -466,7 +466,8 @@ def test_table_scripts_pass_each_runs_settings(tmp_path):
     named = [f"vadvcse_table6_lambda_{lam.replace('-', 'm')}" for lam in lambdas]
     assert named == rows_of("vadvcse_table6_") and all(f"--paper_row {row}" in printed for row in named)
     runs, printed = launches(tmp_path / "t3", "scripts/vadvcse/table3_anli.sh")
-    assert [run[4] for run in runs] == ["run_vadvcse.py", "run_simcse.py", "anli_eval.py", "anli_eval.py"]
+    # each model's ANLI fine-tuning as soon as its training has ended
+    assert [run[4] for run in runs] == ["run_vadvcse.py", "anli_eval.py", "run_simcse.py", "anli_eval.py"]
     assert "--paper_row vadvcse_anli_bert_base" in printed
 
 

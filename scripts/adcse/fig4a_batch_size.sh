@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-root=${OUTPUT_DIR:-result/adcse-fig4a}
+root=${OUTPUT_DIR:-$results_root/adcse-fig4a}
 results=() names=()
 for batch in 32 64 96 128; do
     train run_adcse.py "$root/adcse_batch$batch" "$batch" configs/adcse_bert_base.yaml --final_eval none \
@@ -17,4 +17,4 @@ for batch in 32 64 96 128; do
         results+=("$root/${method}_batch$batch/sts_test_results.json") names+=("$method, batch $batch")
     done
 done
-python -m cse.results --runs "${results[@]}" --name "${names[@]}"
+tabulate --runs "${results[@]}" --name "${names[@]}"

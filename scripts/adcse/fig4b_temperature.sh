@@ -7,11 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-root=${OUTPUT_DIR:-result/adcse-fig4b}
+root=${OUTPUT_DIR:-$results_root/adcse-fig4b}
 results=() names=()
 for temp in 0.01 0.05 0.1 0.2 0.5; do
     train run_adcse.py "$root/temp$temp" 64 configs/adcse_bert_base.yaml --final_eval none --temp "$temp" "$@"
     sts_test "$root/temp$temp"
     results+=("$root/temp$temp/sts_test_results.json") names+=("tau $temp")
 done
-python -m cse.results --runs "${results[@]}" --name "${names[@]}"
+tabulate --runs "${results[@]}" --name "${names[@]}"

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-out=${OUTPUT_DIR:-result/adcse-bert-base}
+out=${OUTPUT_DIR:-$results_root/adcse-bert-base}
 train run_adcse.py "$out" 64 configs/adcse_bert_base.yaml --final_eval none "$@"
 sts_test "$out"
-python -m cse.results --runs "$out" --paper_row adcse_bert_base --name "ours ($out)"
+tabulate --runs "$out" --paper_row adcse_bert_base --name "ours ($out)"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-root=${OUTPUT_DIR:-result/adcse-table2}
+root=${OUTPUT_DIR:-$results_root/adcse-table2}
 declare -A flags=(
     [adcse_bert_base]=""
     [adcse_bert_base_no_adversaries]="--no_adversaries"
@@ -19,6 +19,6 @@ for row in "${rows[@]}"; do
     sts_test "$root/$row"
 done
 for row in "${rows[@]}"; do
-    python -m cse.results --runs "$root/$row" --paper_row "$row" --name "ours (${flags[$row]:-full})"
-    echo
+    tabulate --runs "$root/$row" --paper_row "$row" --name "ours (${flags[$row]:-full})"
+    show echo
 done

@@ -5,7 +5,7 @@
 #   NUM_GPUS    processes per run (scripts/lib.sh); the global batch stays 64
 source scripts/lib.sh
 read -r -a seeds <<< "${SEEDS:-42 43 44 45 46}"
-root=${OUTPUT_DIR:-result/mixcse}
+root=${OUTPUT_DIR:-$results_root/mixcse}
 
 # run_dir SIZE ABLATION SEED
 run_dir() {
@@ -47,13 +47,13 @@ results() {
 }
 
 # test_runs SIZE ABLATION TEST...: each seed's run through each scripts/lib.sh TEST (sts_test,
-# transfer_test), unless its TEST_results.json is already there
+# transfer_test)
 test_runs() {
     local size=$1 ablation=$2 run test
     shift 2
     for run in $(runs "$size" "$ablation"); do
         for test in "$@"; do
-            [ -f "$run/${test}_results.json" ] || "$test" "$run"
+            "$test" "$run"
         done
     done
 }
@@ -61,5 +61,5 @@ test_runs() {
 # compare SIZE ABLATION RESULT_JSON PAPER_ROW: mean ± std over the seeds beside the paper's row
 compare() {
     # shellcheck disable=SC2046  # one path per seed
-    python -m cse.results $(results "$1" "$2" "$3") --paper_row "$4" --name "ours, BERT-$1, $2 (${#seeds[@]} seeds)"
+    tabulate $(results "$1" "$2" "$3") --paper_row "$4" --name "ours, BERT-$1, $2 (${#seeds[@]} seeds)"
 }

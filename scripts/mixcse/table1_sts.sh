@@ -13,5 +13,5 @@ for size in base large; do
     test_runs "$size" full sts_test
 done
 compare base full sts_test_results.json mixcse_bert_base
-echo
+show echo
 compare large full sts_test_results.json mixcse_bert_large

@@ -10,5 +10,5 @@ for size in base large; do
     test_runs "$size" full transfer_test
 done
 compare base full transfer_test_results.json mixcse_bert_base_transfer
-echo
+show echo
 compare large full transfer_test_results.json mixcse_bert_large_transfer

@@ -14,23 +14,21 @@ for size in base large; do
         train_seeds "$size" "$ablation" "$@"
         test_runs "$size" "$ablation" sts_test transfer_test
         for run in $(runs "$size" "$ablation"); do
-            python - "$run" <<'PY'  # the two averages Table 3 reports, as one result JSON
-import json, sys
-
+            # the two averages Table 3 reports, as one result JSON
+            evaluate "$run" "$run/sts_transfer_avg.json" python -c 'import json, sys
+from cse.atomic import write_json
 run = sys.argv[1]
 averages = {}
 for column, name in (("STS Avg.", "sts_test_results.json"), ("Transfer Avg.", "transfer_test_results.json")):
     with open(f"{run}/{name}", encoding="utf-8") as f:
         averages[column] = json.load(f)["scores"]["Avg."]
-with open(f"{run}/sts_transfer_avg.json", "w", encoding="utf-8") as f:
-    json.dump({"scores": averages}, f, indent=2)
-PY
+write_json(f"{run}/sts_transfer_avg.json", {"scores": averages})' "$run"
         done
     done
 done
 for size in base large; do
     for ablation in "${ablations[@]}"; do
         compare "$size" "$ablation" sts_transfer_avg.json "${rows[$ablation]}_bert_${size}_avgs"
-        echo
+        show echo
     done
 done

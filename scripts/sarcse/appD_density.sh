@@ -8,13 +8,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-root=${OUTPUT_DIR:-result/sarcse-table1}
+root=${OUTPUT_DIR:-$results_root/sarcse-table1}
 train run_sarcse.py "$root/sarcse_roberta_base" 64 configs/sarcse_roberta_base.yaml --final_eval none "$@"
 train run_simcse.py "$root/simcse_roberta_base" 512 configs/simcse_bert_base.yaml --final_eval none \
     --model_name_or_path roberta-base --learning_rate 1e-5
 for run in simcse_roberta_base sarcse_roberta_base; do
-    python senteval_eval.py --model_name_or_path "$root/$run" --mode test --task_set sts --analysis \
-        --output_json "$root/$run/sts_test_analysis.json"
+    evaluate "$root/$run" "$root/$run/sts_test_analysis.json" python senteval_eval.py \
+        --model_name_or_path "$root/$run" --mode test --task_set sts --analysis --output_json "$root/$run/sts_test_analysis.json"
 done
-python -m cse.plots cosine_density "$root/appD/density.png" "$root/simcse_roberta_base/sts_test_analysis.json" \
+show python -m cse.plots cosine_density "$root/appD/density.png" "$root/simcse_roberta_base/sts_test_analysis.json" \
     "$root/sarcse_roberta_base/sts_test_analysis.json" --names SimCSE SARCSE

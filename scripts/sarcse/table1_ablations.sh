@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-root=${OUTPUT_DIR:-result/sarcse-table1-ablations}
+root=${OUTPUT_DIR:-$results_root/sarcse-table1-ablations}
 declare -A flags=([full]="" [plain_mse]="--plain_mse" [no_decoder]="--no_decoder")
 results=() names=()
 for run in full plain_mse no_decoder; do
@@ -16,4 +16,4 @@ for run in full plain_mse no_decoder; do
     sts_test "$root/$run"
     results+=("$root/$run/sts_test_results.json") names+=("SARCSE ${flags[$run]:-full}")
 done
-python -m cse.results "${results[@]}" --name "${names[@]}"
+tabulate "${results[@]}" --name "${names[@]}"

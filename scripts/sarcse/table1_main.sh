@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-root=${OUTPUT_DIR:-result/sarcse-table1}
+root=${OUTPUT_DIR:-$results_root/sarcse-table1}
 results=() names=()
 for size in base large; do
     train run_sarcse.py "$root/sarcse_roberta_$size" 64 "configs/sarcse_roberta_$size.yaml" --final_eval none "$@"
@@ -21,4 +21,4 @@ for size in base large; do
         results+=("$root/${method}_roberta_$size/sts_test_results.json") names+=("$method-roberta-$size")
     done
 done
-python -m cse.results "${results[@]}" --name "${names[@]}"
+tabulate "${results[@]}" --name "${names[@]}"

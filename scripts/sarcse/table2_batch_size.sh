@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-root=${OUTPUT_DIR:-result/sarcse-table2}
+root=${OUTPUT_DIR:-$results_root/sarcse-table2}
 results=() names=()
 for batch in 32 64 128 256 512; do
     train run_sarcse.py "$root/sarcse_batch$batch" "$batch" configs/sarcse_roberta_base.yaml --final_eval none "$@"
@@ -17,4 +17,4 @@ for batch in 32 64 128 256 512; do
         results+=("$root/${method}_batch$batch/sts_test_results.json") names+=("$method, batch $batch")
     done
 done
-python -m cse.results "${results[@]}" --name "${names[@]}"
+tabulate "${results[@]}" --name "${names[@]}"

@@ -5,11 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-root=${OUTPUT_DIR:-result/sarcse-table3}
+root=${OUTPUT_DIR:-$results_root/sarcse-table3}
 results=() names=()
 for theta in 0.0 0.1 0.2 0.3 0.4 0.5 0.6; do
     train run_sarcse.py "$root/theta$theta" 64 configs/sarcse_roberta_base.yaml --final_eval none --theta "$theta" "$@"
     sts_test "$root/theta$theta"
     results+=("$root/theta$theta/sts_test_results.json") names+=("theta $theta")
 done
-python -m cse.results "${results[@]}" --name "${names[@]}"
+tabulate "${results[@]}" --name "${names[@]}"

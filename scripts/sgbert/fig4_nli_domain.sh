@@ -9,11 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
 source scripts/sgbert/seeds.sh
-if [ ! -f "${NLI_FILE:-}" ]; then
-    echo "set NLI_FILE to a .txt of NLI sentences, one a line (got '${NLI_FILE:-}')" >&2
-    exit 2
-fi
-root=${OUTPUT_DIR:-result/sgbert-nli}
-echo "paper (Sect. 5.2): trained on NLI, SG-OPT loses 1.83 on STS-B and 1.63 on the STS average"
+require_file NLI_FILE "a .txt of NLI sentences, one a line"
+root=${OUTPUT_DIR:-$results_root/sgbert-nli}
+show echo "paper (Sect. 5.2): trained on NLI, SG-OPT loses 1.83 on STS-B and 1.63 on the STS average"
 sgbert_seeds "$root/bert-base-sg-opt-nli" sgbert_bert_base_sg_opt "SG-OPT, BERT-base, NLI-trained" \
     --train_file "$NLI_FILE" "$@"

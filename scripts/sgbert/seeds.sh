@@ -14,6 +14,6 @@ sgbert_seeds() {
         sts_test "$root/seed$seed"
         results+=("$root/seed$seed/sts_test_results.json")
     done
-    python -m cse.results "${results[@]}" --paper_row "$row" --name "$name"
-    echo
+    tabulate "${results[@]}" --paper_row "$row" --name "$name"
+    show echo
 }

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
 source scripts/sgbert/seeds.sh
-root=${OUTPUT_DIR:-result/sgbert-table11}
+root=${OUTPUT_DIR:-$results_root/sgbert-table11}
 sgbert_seeds "$root/roberta-base-sg" sgbert_roberta_base_sg "SG, RoBERTa-base" \
     --model_name_or_path roberta-base --loss_variant base "$@"
 sgbert_seeds "$root/roberta-base-sg-opt" sgbert_roberta_base_sg_opt "SG-OPT, RoBERTa-base" \

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
 source scripts/sgbert/seeds.sh
-root=${OUTPUT_DIR:-result/sgbert-table1}
+root=${OUTPUT_DIR:-$results_root/sgbert-table1}
 sgbert_seeds "$root/bert-base-sg" sgbert_bert_base_sg "SG, BERT-base" --loss_variant base "$@"
 sgbert_seeds "$root/bert-base-sg-opt" sgbert_bert_base_sg_opt "SG-OPT, BERT-base" --loss_variant opt3 "$@"
 sgbert_seeds "$root/bert-large-sg" sgbert_bert_large_sg "SG, BERT-large" \

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
 source scripts/sgbert/seeds.sh
-root=${OUTPUT_DIR:-result/sgbert-table5}
+root=${OUTPUT_DIR:-$results_root/sgbert-table5}
 sgbert_seeds "$root/opt3" sgbert_table5_opt3 "SG-OPT (L^opt3)" --loss_variant opt3 "$@"
 sgbert_seeds "$root/opt2" sgbert_table5_opt2 "L^opt2" --loss_variant opt2 "$@"
 sgbert_seeds "$root/opt1" sgbert_table5_opt1 "L^opt1" --loss_variant opt1 "$@"

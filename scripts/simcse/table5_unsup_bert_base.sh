@@ -6,6 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-out=${OUTPUT_DIR:-result/simcse-bert-base}
+out=${OUTPUT_DIR:-$results_root/simcse-bert-base}
 train run_simcse.py "$out" 64 configs/simcse_bert_base.yaml "$@"
-python -m cse.results --runs "$out" --paper_row simcse_unsup_bert_base --name "ours ($out)"
+tabulate --runs "$out" --paper_row simcse_unsup_bert_base --name "ours ($out)"

@@ -3,12 +3,13 @@
 # dev_and_transfer MODEL_DIR: STS-B dev (senteval_eval.py --mode dev) and the 7 transfer tasks
 # (transfer_test), combined into MODEL_DIR/stsb_dev_transfer.json as Tables 4-5 report them.
 dev_and_transfer() {
-    python senteval_eval.py --model_name_or_path "$1" --mode dev --task_set sts \
-        --output_json "$1/sts_dev_results.json"
+    evaluate "$1" "$1/sts_dev_results.json" python senteval_eval.py --model_name_or_path "$1" --mode dev \
+        --task_set sts --output_json "$1/sts_dev_results.json"
     transfer_test "$1"
-    python -c 'import json, sys
+    evaluate "$1" "$1/stsb_dev_transfer.json" python -c 'import json, sys
+from cse.atomic import write_json
 dev, transfer, out = sys.argv[1:]
 scores = {"STS-B": json.load(open(dev))["scores"]["STS-B"], "Avg. transfer": json.load(open(transfer))["scores"]["Avg."]}
-json.dump({"scores": scores}, open(out, "w"), indent=2)' \
+write_json(out, {"scores": scores})' \
         "$1/sts_dev_results.json" "$1/transfer_test_results.json" "$1/stsb_dev_transfer.json"
 }

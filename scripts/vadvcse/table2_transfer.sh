@@ -5,14 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-root=${OUTPUT_DIR:-result/vadvcse}
+root=${OUTPUT_DIR:-$results_root/vadvcse}
 train run_vadvcse.py "$root/vadvcse-bert-base" 64 configs/vadvcse_bert_base.yaml --final_eval none "$@"
 train run_simcse.py "$root/simcse-bert-base" 64 configs/simcse_bert_base.yaml --final_eval none
 for model in vadvcse simcse; do
     transfer_test "$root/$model-bert-base"
 done
-python -m cse.results "$root/vadvcse-bert-base/transfer_test_results.json" --paper_row vadvcse_bert_base_transfer \
+tabulate "$root/vadvcse-bert-base/transfer_test_results.json" --paper_row vadvcse_bert_base_transfer \
     --name ours
-echo
-python -m cse.results "$root/simcse-bert-base/transfer_test_results.json" \
+show echo
+tabulate "$root/simcse-bert-base/transfer_test_results.json" \
     --paper_row vadvcse_simcse_bert_base_transfer --name ours

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
 source scripts/vadvcse/common.sh
-root=${OUTPUT_DIR:-result/vadvcse-table4}
+root=${OUTPUT_DIR:-$results_root/vadvcse-table4}
 declare -A flags=(
     [vadvcse_table4_vadvcse_bn]="--head mlp_bn"
     [vadvcse_table4_vadvcse_no_bn]="--head linear_tanh"
@@ -21,6 +21,6 @@ for row in "${rows[@]}"; do
     dev_and_transfer "$root/$row"
 done
 for row in "${rows[@]}"; do
-    python -m cse.results "$root/$row/stsb_dev_transfer.json" --paper_row "$row" --name "ours (${flags[$row]})"
-    echo
+    tabulate "$root/$row/stsb_dev_transfer.json" --paper_row "$row" --name "ours (${flags[$row]})"
+    show echo
 done

@@ -6,14 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
 source scripts/vadvcse/common.sh
-root=${OUTPUT_DIR:-result/vadvcse-table5}
+root=${OUTPUT_DIR:-$results_root/vadvcse-table5}
 for divergence in kl symmetric_kl js; do
     train run_vadvcse.py "$root/$divergence" 64 configs/vadvcse_bert_base.yaml --final_eval none \
         --divergence "$divergence" "$@"
     dev_and_transfer "$root/$divergence"
 done
 for divergence in kl symmetric_kl js; do
-    python -m cse.results "$root/$divergence/stsb_dev_transfer.json" --paper_row "vadvcse_table5_$divergence" \
+    tabulate "$root/$divergence/stsb_dev_transfer.json" --paper_row "vadvcse_table5_$divergence" \
         --name "ours ($divergence)"
-    echo
+    show echo
 done

@@ -5,14 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lib.sh
-root=${OUTPUT_DIR:-result/vadvcse-table6}
+root=${OUTPUT_DIR:-$results_root/vadvcse-table6}
 lambdas=(0 1e-6 5e-6 1e-5 5e-5 1e-4 5e-4 1e-3)
 for lambda in "${lambdas[@]}"; do
     train run_vadvcse.py "$root/lambda$lambda" 64 configs/vadvcse_bert_base.yaml --final_eval dev \
         --vadv_lambda "$lambda" "$@"
 done
 for lambda in "${lambdas[@]}"; do
-    python -m cse.results "$root/lambda$lambda/sts_dev_results.json" --paper_row "vadvcse_table6_lambda_${lambda//-/m}" \
+    tabulate "$root/lambda$lambda/sts_dev_results.json" --paper_row "vadvcse_table6_lambda_${lambda//-/m}" \
         --name "ours (lambda $lambda)"
-    echo
+    show echo
 done

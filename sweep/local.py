@@ -1,0 +1,177 @@
+"""The executors of one machine: ``sequential`` (one job at a time, on the GPUs the runs see; a run
+over several with NUM_GPUS) and ``gpus`` (one job per slot of the GPU list at once, each process
+seeing only its slot's GPUs through CUDA_VISIBLE_DEVICES).
+
+A run's evaluations start in the first free slot as soon as it ends, before any queued run; a failed
+run leaves the others going and its evaluations unstarted. SIGINT, SIGTERM or SIGHUP (Ctrl-C, kill, a
+lost SSH session) stop the running jobs with SIGTERM, which the run scripts answer by stopping at the
+step they are in, and end the sweep: the same command finishes the table later, the interrupted runs
+resuming from their last checkpoint. A run that another live process on this machine trains (a job
+left by a sweep that was killed outright) is waited for, never started twice."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import sys
+import time
+
+from . import estimate
+from .plan import Plan
+from .progress import Progress
+from .report import end
+from .steps import Job, evaluation_job, link, run_tables, train_job, wait_for_group
+
+# The loop sleeps until a child ends or a signal comes (SIGCHLD through a wakeup pipe), at most this long
+POLL_S = 2.0
+# how long the stopped jobs get to stop at their step before they are killed
+STOP_GRACE_S = 120
+
+
+class Stopped(Exception):
+    def __init__(self, signum: int):
+        self.signum = signum
+
+
+class LocalExecutor:
+    """``slots``: the CUDA_VISIBLE_DEVICES of each slot (None: leave the variable as it is)."""
+
+    def __init__(self, slots: list[str | None], processes: int, env: dict, stream=None):
+        self.slots, self.processes, self.env, self.stream = list(slots), processes, env, stream
+        self.failures: list = []  # steps.Failure
+        self.stopping: int | None = None
+        self.running: dict[int, tuple] = {}  # pid -> (process, job, step index, slot)
+
+    def _signal(self, signum, frame) -> None:
+        if self.stopping is not None:  # a second signal: no more grace
+            for proc, *_ in self.running.values():
+                _kill(proc, signal.SIGKILL)
+        self.stopping = signum
+
+    def run(self, plan: Plan) -> int | None:
+        """Run every job of ``plan``; returns None, or the signal that stopped the sweep."""
+        for node in plan.nodes:
+            link(node)
+        runs = [train_job(node, self.processes) for node in plan.nodes if not node.finished]
+        evaluations = {node.directory: evaluation_job(node, self.processes) for node in plan.nodes}
+        evaluations = {d: job for d, job in evaluations.items() if job is not None}
+        self.progress = Progress(len(runs), len(evaluations), len(self.slots), self.stream)
+        for job in runs:
+            self.progress.expect(job.name, estimate.seconds(job.node.run))
+        queue = list(runs)
+        ready = [job for job in evaluations.values() if job.node.finished]
+        waiting: list[Job] = []
+        free = list(self.slots)
+        handlers = {s: signal.signal(s, self._signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        handlers[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        wake, woken = os.pipe()
+        os.set_blocking(wake, False)
+        os.set_blocking(woken, False)
+        wakeup = signal.set_wakeup_fd(woken)
+        self.progress.show()
+        try:
+            while queue or ready or waiting or self.running:
+                if self.stopping is not None:
+                    self._stop()
+                    return self.stopping
+                for job in [job for job in waiting if job.steps[0].held_by() is None]:
+                    waiting.remove(job)
+                    queue.insert(0, job)
+                while free and (ready or queue):
+                    job = ready.pop(0) if ready else queue.pop(0)
+                    holder = job.steps[0].held_by()
+                    if holder is not None:
+                        waiting.append(job)
+                        self.progress.show(f"waiting for {job.name}: PID {holder} on this machine trains it")
+                        continue
+                    slot = free.pop(0)
+                    where = f" (CUDA_VISIBLE_DEVICES={slot})" if slot is not None else ""
+                    self.progress.move(_kind(job), job.name, "queued", "running", f"started {job.name}{where}")
+                    if not self._next(job, 0, slot):
+                        free.append(slot)
+                        self._ended(job, evaluations, ready)
+                if not any(proc.poll() is not None for proc, *_ in self.running.values()):
+                    select.select([wake], [], [], POLL_S)
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake, 4096)
+                for pid, (proc, job, index, slot) in list(self.running.items()):
+                    status = proc.poll()
+                    if status is None:
+                        continue
+                    del self.running[pid]
+                    status = job.steps[index].finish(status)
+                    if status != 0:
+                        self.failures.append(job.steps[index].failure(status))
+                        free.append(slot)
+                        self._ended(job, evaluations, ready, failed=status)
+                    elif not self._next(job, index + 1, slot):
+                        free.append(slot)
+                        self._ended(job, evaluations, ready)
+        finally:
+            signal.set_wakeup_fd(wakeup)
+            os.close(wake)
+            os.close(woken)
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+            self.progress.close()
+        return None
+
+    def _next(self, job: Job, index: int, slot: str | None) -> bool:
+        """Start the job's first step from ``index`` that is not done; False when none is left."""
+        for i in range(index, len(job.steps)):
+            if not job.steps[i].done():
+                proc = job.steps[i].start(self.env, slot)
+                self.running[proc.pid] = (proc, job, i, slot)
+                return True
+        return False
+
+    def _ended(self, job: Job, evaluations: dict, ready: list, failed: int | None = None) -> None:
+        if failed is not None:
+            self.progress.move(_kind(job), job.name, "running", "failed", f"failed {job.name} (exit status {failed})")
+            if job.kind == "run" and job.node.directory in evaluations:
+                self.progress.skip("evaluations")
+            return
+        self.progress.move(_kind(job), job.name, "running", "done", f"finished {job.name}")
+        if job.kind == "run" and job.node.directory in evaluations:
+            ready.append(evaluations[job.node.directory])
+
+    def _stop(self) -> None:
+        """SIGTERM to every running job's processes; each gets STOP_GRACE_S to stop at its step."""
+        for proc, *_ in self.running.values():
+            _kill(proc, signal.SIGTERM)
+        name = signal.Signals(self.stopping).name
+        self.progress.show(f"{name}: stopping {len(self.running)} running job(s) at their step")
+        deadline = time.monotonic() + STOP_GRACE_S
+        for proc, job, index, _ in list(self.running.values()):
+            status = proc.wait()  # the launcher; its children stop after it
+            wait_for_group(proc.pid, deadline)
+            job.steps[index].finish(status)
+        self.running.clear()
+
+
+def _kill(proc, signum: int) -> None:
+    try:
+        os.killpg(proc.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _kind(job: Job) -> str:
+    return "runs" if job.kind == "run" else "evaluations"
+
+
+def run_local(plan: Plan, slots: list[str | None], processes: int, env: dict) -> int:
+    """Run ``plan`` in ``slots``, print its tables and name what failed; the sweep's exit status."""
+    executor = LocalExecutor(slots, processes, env)
+    stopped = executor.run(plan)
+    if stopped is not None:
+        status = end(executor.failures)
+        name = signal.Signals(stopped).name
+        print(
+            f"error: {name} stopped the sweep; the runs it stopped resume from their last checkpoint", file=sys.stderr
+        )
+        print("  hint: rerun the same command to finish the table", file=sys.stderr)
+        return 128 + stopped if not status else status
+    return end(executor.failures + run_tables(plan, env, sys.stdout))

@@ -1,0 +1,428 @@
+"""The ``slurm`` executor: a sweep's runs as one SLURM job array through submitit, each run's
+evaluations as a job that starts when its run's job has succeeded (``afterok``; cancelled when it
+fails), and the table as a job that starts when every other job has ended (``afterany``) and writes
+the printed table to ``<sweep>/table.txt``.
+
+A job that SLURM signals before its time limit, or when it preempts it (submitit's ``--signal
+USR2@90``), stops its running step with SIGTERM (a run stops at its step, its last checkpoint on
+disk) and requeues itself; started again, its steps skip what is done and the interrupted run resumes
+from its last checkpoint. Each job's id is kept beside its logs (``_logs/slurm_job``,
+``_logs/slurm_evaluations``): the same command run again follows the jobs still queued or running
+instead of submitting them twice, and submits again only what ended without finishing.
+
+The driver waits for the table job, showing the jobs' progress, and prints the table; stopping it
+leaves the jobs to SLURM (``--slurm_no_wait`` returns as soon as they are submitted)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import yaml
+
+from cse.atomic import write_json
+from cse.errors import CSEUsageError
+
+from . import estimate
+from .plan import LOGS_NAME, Plan
+from .progress import Progress
+from .report import end
+from .steps import (
+    Failure,
+    Job,
+    evaluation_job,
+    link,
+    recorded_status,
+    run_job,
+    run_tables,
+    train_job,
+    wait_for_group,
+)
+
+POLL_S = 5.0
+# how long a run stopped by SIGTERM gets to stop at its step before the rest of its processes are killed
+STOP_GRACE_S = 120
+# how many times a job may reach its time limit and be requeued (preemptions are not counted)
+MAX_TIMEOUTS = 10
+CONFIG_KEYS = {"partition", "time", "gpus_per_job", "account", "options", "max_parallel"}
+
+
+@dataclass
+class SlurmSettings:
+    partition: str | None = None
+    minutes: int = 24 * 60
+    gpus_per_job: int = 1
+    account: str | None = None
+    options: dict = field(default_factory=dict)
+    max_parallel: int | None = None
+    wait: bool = True
+
+    @property
+    def processes(self) -> int:
+        """A run's processes: one per GPU of its job (one on a CPU job)."""
+        return max(1, self.gpus_per_job)
+
+
+def minutes(value) -> int:
+    """SLURM's time formats: minutes, H:MM:SS, MM:SS, D-HH[:MM[:SS]]."""
+    text = str(value).strip()
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
+    if not match:
+        raise CSEUsageError(f"--slurm_time {text}: not a SLURM time", hint="minutes (90), or H:MM:SS (4:00:00)")
+    days, first, second, third = match.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        total = int(days) * 1440 + int(first) * 60 + int(second or 0) + int(third or 0) / 60
+    elif third is not None:  # H:MM:SS
+        total = int(first) * 60 + int(second) + int(third) / 60
+    elif second is not None:  # MM:SS
+        total = int(first) + int(second) / 60
+    else:
+        total = int(first)
+    if total <= 0:
+        raise CSEUsageError(f"--slurm_time {text}: no time at all", hint="minutes (90), or H:MM:SS (4:00:00)")
+    return max(1, round(total))
+
+
+def _options(items) -> dict:
+    options = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        key = key.strip().lstrip("-")
+        if not sep or not key:
+            raise CSEUsageError(
+                f"--slurm_option {item}: not KEY=VALUE",
+                hint="an sbatch option by its long name: --slurm_option qos=high",
+            )
+        options[key] = value
+    return options
+
+
+def _partitions() -> list[str]:
+    proc = subprocess.run(["sinfo", "--noheader", "--format=%R"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise CSEUsageError(f"sinfo failed: {proc.stderr.strip()}", hint="is the SLURM controller reachable from here?")
+    return sorted(set(proc.stdout.split()))
+
+
+def _partition_limit(partition: str | None) -> int | None:
+    command = ["sinfo", "--noheader", "--format=%l"] + (["--partition", partition] if partition else [])
+    limits = subprocess.run(command, capture_output=True, text=True, check=False).stdout.split()
+    finite = [minutes(limit) for limit in limits if limit not in ("infinite", "n/a")]
+    return min(finite) if finite else None
+
+
+def settings(args, processes: int, check_cluster: bool = True) -> SlurmSettings:
+    """The executor's settings from ``--slurm_config`` and the flags (which win); with
+    ``check_cluster``, refused when sbatch is not on the PATH or the partition is unknown to SLURM."""
+    config = {}
+    if args.slurm_config:
+        try:
+            with open(args.slurm_config, encoding="utf-8") as f:
+                config = yaml.safe_load(f) or {}
+        except OSError as error:
+            raise CSEUsageError(f"--slurm_config {args.slurm_config}: {error.strerror}") from None
+        unknown = sorted(set(config) - CONFIG_KEYS) if isinstance(config, dict) else ["(not a mapping)"]
+        if unknown:
+            raise CSEUsageError(
+                f"--slurm_config {args.slurm_config}: unknown key(s) {', '.join(map(str, unknown))}",
+                hint=f"its keys: {', '.join(sorted(CONFIG_KEYS))}",
+            )
+    pick = {key: config.get(key) for key in CONFIG_KEYS}
+    for key in ("partition", "time", "gpus_per_job", "account", "max_parallel"):
+        given = args.max_parallel if key == "max_parallel" else getattr(args, f"slurm_{key}")
+        if given is not None:
+            pick[key] = given
+    options = config.get("options") or {}
+    options = _options([f"{k}={v}" for k, v in options.items()] if isinstance(options, dict) else options)
+    options.update(_options(args.slurm_option))
+    gpus = pick["gpus_per_job"]
+    if gpus is not None and "NUM_GPUS" in os.environ and max(1, int(gpus)) != processes:
+        raise CSEUsageError(
+            f"NUM_GPUS={processes} and {gpus} GPUs per job disagree",
+            hint="a run takes one process per GPU of its job: set one of them",
+        )
+    result = SlurmSettings(
+        partition=pick["partition"],
+        gpus_per_job=processes if gpus is None else int(gpus),
+        account=pick["account"],
+        options=options,
+        max_parallel=pick["max_parallel"],
+        wait=not args.slurm_no_wait,
+    )
+    if pick["time"] is not None:
+        result.minutes = minutes(pick["time"])
+    if check_cluster:
+        if shutil.which("sbatch") is None:
+            raise CSEUsageError(
+                "--executor slurm: sbatch is not on the PATH",
+                hint="run the sweep on a machine that submits to your SLURM cluster (a login node)",
+            )
+        if result.partition is not None:
+            known = _partitions()
+            if result.partition not in known:
+                raise CSEUsageError(
+                    f"SLURM has no partition {result.partition!r}", hint=f"its partitions: {', '.join(known)}"
+                )
+        if pick["time"] is None:
+            result.minutes = _partition_limit(result.partition) or result.minutes
+    return result
+
+
+class SweepJob:
+    """A job's steps, run in a SLURM job; submitit calls :meth:`checkpoint` on the signal that comes
+    before the time limit or with a preemption, and requeues the job when it returns."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.proc = self.step = None
+
+    def _started(self, proc, step) -> None:
+        self.proc, self.step = proc, step
+
+    def __call__(self) -> int:
+        status, step = run_job(self.job, dict(os.environ), started=self._started)
+        if status != 0:
+            raise RuntimeError(f"{step.what} of {step.directory} exited with status {status}; log: {step.log}")
+        return status
+
+    def checkpoint(self):
+        from submitit.helpers import DelayedSubmission
+
+        if self.proc is not None and self.proc.returncode is None:
+            # The step's process group gets SIGTERM: a run stops at its step and releases its
+            # directory. This runs in the signal's handler, which interrupted Popen.wait in __call__,
+            # so the launcher is reaped here directly, and the group is watched until it is gone.
+            group = self.proc.pid
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGTERM)
+            status = os.waitstatus_to_exitcode(os.waitpid(group, 0)[1])
+            wait_for_group(group, time.monotonic() + STOP_GRACE_S)
+            self.step.finish(status)
+        return DelayedSubmission(SweepJob(self.job))
+
+
+class TableJob:
+    """The tables' commands in a SLURM job, the output written to ``path`` when they have all run."""
+
+    def __init__(self, plan: Plan, path: str):
+        self.plan, self.path = plan, path
+
+    def __call__(self) -> int:
+        tmp = self.path + ".partial"
+        with open(tmp, "w", encoding="utf-8") as out:
+            failures = run_tables(self.plan, dict(os.environ), out)
+        os.replace(tmp, self.path)
+        if failures:
+            raise RuntimeError("; ".join(f.lines()[0] for f in failures))
+        return 0
+
+
+def _state_dir(plan: Plan) -> str:
+    """``<the runs' common folder>/_sweep/<table>``: the submitit files and the printed table."""
+    parents = [os.path.dirname(os.path.abspath(node.directory)) for node in plan.nodes] or [os.getcwd()]
+    table = plan.tables[0]
+    if len(plan.tables) > 1:
+        name = f"{len(plan.tables)}-tables"
+    elif table.script.startswith("scripts" + os.sep):
+        name = table.name.replace("/", "-")
+    else:
+        name = os.path.basename(table.script).removesuffix(".sh")
+    return os.path.join(os.path.commonpath(parents), "_sweep", name)
+
+
+def _record(directory: str, kind: str) -> str:
+    return os.path.join(directory, LOGS_NAME, f"slurm_{kind}")
+
+
+def _keep_id(path: str, job_id: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_json(path, {"job_id": job_id})
+
+
+def _read_id(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["job_id"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def squeue(ids) -> dict[str, str]:
+    """The state (PENDING, RUNNING, ...) of each of ``ids`` SLURM still lists."""
+    ids = [i for i in ids if i]
+    if not ids:
+        return {}
+    proc = subprocess.run(
+        ["squeue", "--noheader", "--array", "--format=%i %T", "--jobs", ",".join(ids)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    states = dict(line.split(maxsplit=1) for line in proc.stdout.splitlines() if line.strip())
+    return {i: states[i] for i in ids if i in states}
+
+
+class SlurmExecutor:
+    def __init__(self, settings: SlurmSettings, env: dict):
+        self.settings, self.env = settings, env
+
+    def _executor(self, folder: str, gpus: int):
+        import submitit
+
+        executor = submitit.SlurmExecutor(folder=os.path.join(folder, "%j"), max_num_timeout=MAX_TIMEOUTS)
+        options = dict(self.settings.options)
+        if self.settings.account:
+            options["account"] = self.settings.account
+        parameters = dict(time=self.settings.minutes, job_name="cse-sweep", additional_parameters=options)
+        if self.settings.partition:
+            parameters["partition"] = self.settings.partition
+        if gpus:
+            parameters["gpus_per_node"] = gpus
+        if self.settings.max_parallel:
+            parameters["array_parallelism"] = self.settings.max_parallel
+        executor.update_parameters(**parameters)
+        return executor
+
+    def _submit(self, executor, function, dependency: str | None = None):
+        options = dict(self.settings.options)
+        if dependency:
+            options.update(dependency=dependency, **{"kill-on-invalid-dep": "yes"})
+        executor.update_parameters(additional_parameters=options)
+        return executor.submit(function).job_id
+
+    def run(self, plan: Plan) -> int:
+        state = _state_dir(plan)
+        os.makedirs(state, exist_ok=True)
+        for node in plan.nodes:
+            link(node)
+        folder = os.path.join(state, "slurm")
+        processes = self.settings.processes
+        runs = {node.directory: train_job(node, processes) for node in plan.nodes if not node.finished}
+        evaluations = {n.directory: evaluation_job(n, processes) for n in plan.nodes if n.evaluations}
+        records = {d: _read_id(_record(d, "job")) for d in runs}
+        records.update({("evaluations", d): _read_id(_record(d, "evaluations")) for d in evaluations})
+        table_record = os.path.join(state, "table_job")
+        records["table"] = _read_id(table_record)
+        alive = squeue(records.values())
+        ids = {key: job_id for key, job_id in records.items() if job_id in alive}
+        submitted = False
+
+        new_runs = [job for d, job in runs.items() if d not in ids]
+        if new_runs:
+            executor = self._executor(folder, self.settings.gpus_per_job)
+            with executor.batch():
+                handles = [executor.submit(SweepJob(job)) for job in new_runs]
+            for job, handle in zip(new_runs, handles):
+                ids[job.node.directory] = handle.job_id
+                _keep_id(_record(job.node.directory, "job"), handle.job_id)
+            submitted = True
+        executor = self._executor(folder, self.settings.gpus_per_job)
+        for directory, job in evaluations.items():
+            if ("evaluations", directory) in ids:
+                continue
+            run_id = ids.get(directory)
+            ids[("evaluations", directory)] = self._submit(executor, SweepJob(job), run_id and f"afterok:{run_id}")
+            _keep_id(_record(directory, "evaluations"), ids[("evaluations", directory)])
+            submitted = True
+        table_path = os.path.join(state, "table.txt")
+        if submitted or "table" not in ids:
+            if "table" in ids:  # it would not wait for the jobs just submitted
+                subprocess.run(["scancel", ids.pop("table")], check=False)
+            if os.path.exists(table_path):
+                os.remove(table_path)
+            others = [job_id for key, job_id in ids.items() if key != "table"]
+            table_executor = self._executor(folder, 0)
+            ids["table"] = self._submit(
+                table_executor, TableJob(plan, table_path), others and "afterany:" + ":".join(others)
+            )
+            _keep_id(table_record, ids["table"])
+        print(
+            f"submitted to SLURM: {len(ids) - 1} job(s) and the table's ({ids['table']}); logs in each run's "
+            f"{LOGS_NAME}/ and {folder}",
+            file=sys.stderr,
+            flush=True,
+        )
+        if not self.settings.wait:
+            print(f"the table will be in {table_path}; rerun the same command to follow the jobs", file=sys.stderr)
+            return 0
+        return self._follow(plan, runs, evaluations, ids, table_path)
+
+    def _follow(self, plan, runs, evaluations, ids, table_path) -> int:
+        """Wait for the table's job, showing the jobs' progress; then print the table and what failed."""
+        jobs = {**runs, **{("evaluations", d): job for d, job in evaluations.items()}}
+        progress = Progress(len(runs), len(evaluations), self.settings.max_parallel or len(runs) or 1)
+        for job in runs.values():
+            progress.expect(job.name, estimate.seconds(job.node.run))
+        seen = {key: "queued" for key in jobs}
+        stopped = []
+        signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        handlers = {s: signal.signal(s, lambda signum, frame: stopped.append(signum)) for s in signals}
+        try:
+            while not stopped:
+                states = squeue(ids.values())
+                for key, job in jobs.items():
+                    new = _state(job, ids[key], states)
+                    old = seen[key]
+                    if new == old:
+                        continue
+                    kind = "runs" if job.kind == "run" else "evaluations"
+                    if old == "queued" and new in ("done", "failed"):
+                        progress.move(kind, job.name, "queued", "running", "")
+                        old = "running"
+                    progress.move(kind, job.name, old, new, f"{new}: {job.name} (job {ids[key]})")
+                    seen[key] = new
+                if ids["table"] not in states:
+                    break
+                time.sleep(POLL_S)
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+            progress.close()
+        if stopped:
+            name = signal.Signals(stopped[0]).name
+            print(f"error: {name} stopped the driver; the jobs go on in SLURM", file=sys.stderr)
+            print("  hint: rerun the same command to follow them", file=sys.stderr)
+            return 128 + stopped[0]
+        if os.path.exists(table_path):
+            with open(table_path, encoding="utf-8") as f:
+                sys.stdout.write(f.read())
+            sys.stdout.flush()
+        # a failed run's evaluations were cancelled with it: its failure says it
+        unrun = {d for d, job in runs.items() if _failure(job) is not None}
+        failures = [
+            f
+            for job in jobs.values()
+            if not (job.kind == "evaluations" and job.node.directory in unrun)
+            for f in [_failure(job)]
+            if f is not None
+        ]
+        if not os.path.exists(table_path):
+            failures.append(Failure(f"the table's job {ids['table']}", 1, None, []))
+        return end(failures)
+
+
+def _state(job: Job, job_id: str, states: dict) -> str:
+    if job_id in states:
+        return "running" if states[job_id] in ("RUNNING", "COMPLETING") else "queued"
+    return "done" if all(step.done() for step in job.steps) else "failed"
+
+
+def _failure(job: Job) -> Failure | None:
+    """The first step of ``job`` that is not done: its failure, as its log recorded it."""
+    for step in job.steps:
+        if step.done():
+            continue
+        status = recorded_status(step.log)
+        if status is None:
+            why = ["its job ended before it ran (cancelled, or the run it evaluates failed)"]
+            return Failure(f"{job.name} ({step.what})", 1, step.log if os.path.exists(step.log) else None, why)
+        return step.failure(status)
+    return None

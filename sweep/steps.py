@@ -1,0 +1,300 @@
+"""What the executors run: a run's training, or its evaluations, as a job of steps, each one process
+whose output goes to a log in the run's directory (``_logs/train.log``, ``_logs/<result>.log``).
+
+A step is skipped when its result is there (a run finished with the same arguments, an evaluation's
+output), so that a job started again, by a rerun of the sweep or by SLURM after a requeue, does only
+what is left, and an interrupted run resumes from its last checkpoint (the run scripts do that when
+started again with the same command). A failed step's status and the lines that say why (its
+``error:``/``hint:`` refusal, else its last line) are read back from its log."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from cse.atomic import write_text
+
+from .plan import LAUNCH_ARGS_NAME, Node, is_finished, launch_args, log_path
+from .record import REPO, Evaluation, Run
+
+# cse.reliability.LOCK_NAME: the marker (PID and host) of the process training into a directory
+LOCK_NAME = ".cse_run.lock"
+HEADER = "[sweep] "
+STATUS = re.compile(r"^\[sweep\] exit status (-?\d+)$")
+
+
+def launch_command(script: str, args, batch: int, processes: int, output_dir: str | None = None) -> list[str]:
+    """``accelerate launch`` of ``script`` on ``processes`` processes, the global ``batch`` split over them."""
+    command = ["accelerate", "launch", "--num_processes", str(processes)]
+    if processes > 1:
+        command.append("--multi_gpu")
+    command += [script, *args]
+    if output_dir is not None:
+        command += ["--output_dir", output_dir]
+    return command + ["--per_device_train_batch_size", str(batch // processes)]
+
+
+def lock_holder(directory: str) -> str | None:
+    """The PID of a live process on this host that holds ``directory``'s run lock, else None."""
+    try:
+        with open(os.path.join(directory, LOCK_NAME), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    if len(lines) < 2 or lines[1] != socket.gethostname() or not lines[0].isdigit():
+        return None
+    try:
+        os.kill(int(lines[0]), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return lines[0]
+
+
+@dataclass
+class Failure:
+    """A job that failed: what it was, its exit status, its log and the lines that say why."""
+
+    what: str
+    status: int
+    log: str | None
+    why: list[str]
+
+    def lines(self) -> list[str]:
+        where = f"; log: {self.log}" if self.log else ""
+        return [f"failed: {self.what}, exit status {self.status}{where}", *self.why]
+
+
+@dataclass
+class Step:
+    """One process: ``argv`` (None: nothing left to do), its log, and what marks it done."""
+
+    what: str
+    directory: str
+    log: str
+    argv: list[str] | None
+    run: Run | None = None  # for a training step: its arguments, recorded when it succeeds
+    output: str | None = None  # for an evaluation: the file it writes
+
+    def done(self) -> bool:
+        if self.run is not None:
+            return is_finished(self.directory) and launch_args(self.directory) == self.run.key
+        return os.path.isfile(self.output)
+
+    def refusal(self) -> str | None:
+        """Why the step cannot start at all: a finished run with other arguments."""
+        if self.run is not None and is_finished(self.directory) and not self.done():
+            return f"{self.directory} holds a run trained with other arguments"
+        return None
+
+    def held_by(self) -> str | None:
+        return lock_holder(self.directory) if self.run is not None else None
+
+    def start(self, env: dict, devices: str | None, shielded: bool = False) -> subprocess.Popen:
+        """Start the step in a session of its own (a signal to the sweep reaches it only through the
+        sweep), its output appended to its log under a header naming the command. ``shielded``: it
+        ignores SIGUSR2, which SLURM sends to every process of a job before its time limit, and which
+        is the job's to answer (:class:`sweep.slurm.SweepJob`)."""
+        os.makedirs(os.path.dirname(self.log), exist_ok=True)
+        env = dict(env)
+        if devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = devices
+        with open(self.log, "a", encoding="utf-8") as log:
+            shown = f" (CUDA_VISIBLE_DEVICES={devices})" if devices is not None else ""
+            log.write(f"{HEADER}{time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(self.argv)}{shown}\n")
+            log.flush()
+            return subprocess.Popen(
+                self.argv,
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_ignore_usr2 if shielded else None,
+            )
+
+    def failure(self, status: int) -> Failure:
+        what = f"{self.directory}" if self.run is not None else f"{self.what} of {self.directory}"
+        return Failure(what, status, self.log, outcome(self.log, status)[1])
+
+    def finish(self, status: int) -> int:
+        """Record the end of the step in its log; a refusal's status is the run's own (see
+        :func:`outcome`). A training step that succeeded records its arguments beside the run."""
+        status = outcome(self.log, 128 - status if status < 0 else status)[0]  # killed by a signal: 128 + it
+        with open(self.log, "a", encoding="utf-8") as log:
+            log.write(f"{HEADER}exit status {status}\n")
+        if status == 0 and self.run is not None:
+            write_text(os.path.join(self.directory, LAUNCH_ARGS_NAME), self.run.key + "\n")
+        return status
+
+
+def group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_for_group(group: int, deadline: float) -> None:
+    """Wait until no process of ``group`` is left (the launcher's children stop after it), killing
+    what is left at ``deadline`` (a ``time.monotonic`` time)."""
+    while group_alive(group):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        time.sleep(0.2)
+
+
+def _ignore_usr2() -> None:
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+
+def _last_attempt(log: str) -> list[str]:
+    try:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    starts = [i for i, line in enumerate(lines) if line.startswith(HEADER) and not STATUS.match(line)]
+    return lines[starts[-1] + 1 :] if starts else lines
+
+
+def outcome(log: str, status: int) -> tuple[int, list[str]]:
+    """The status of a step that exited with ``status`` and the lines of its log's last attempt that say
+    why it failed. A refusal (``error: ...`` and ``  hint: ...``) keeps its own status, 2, or 130 and
+    143 for a run stopped by SIGINT and SIGTERM, rather than the launcher's 1 after it (accelerate's
+    report of a failed child); any other failure keeps its status and its last line."""
+    if status == 0:
+        return 0, []
+    lines = [line for line in _last_attempt(log) if not STATUS.match(line)]
+    errors = [i for i, line in enumerate(lines) if line.startswith("error: ")]
+    if errors:
+        error = lines[errors[-1]]
+        hint = [line for line in lines[errors[-1] + 1 : errors[-1] + 2] if line.startswith("  hint: ")]
+        status = 130 if error.startswith("error: SIGINT stopped") else 143 if "error: SIGTERM stopped" in error else 2
+        return status, [error, *hint]
+    last = [line for line in lines if line.strip()][-1:]
+    return status, last
+
+
+def recorded_status(log: str) -> int | None:
+    """The exit status the log's last attempt recorded, None when it recorded none (still running, or
+    killed before it could)."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        match = STATUS.match(line)
+        if match:
+            return int(match.group(1))
+        if line.startswith(HEADER):
+            return None
+    return None
+
+
+@dataclass
+class Job:
+    """What takes a slot: a run's training, or the evaluations of one run in the order declared."""
+
+    kind: str  # "run" or "evaluations"
+    node: Node
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} {self.node.directory}" if self.kind == "evaluations" else self.node.directory
+
+    @property
+    def log(self) -> str:
+        return self.steps[0].log
+
+
+def train_job(node: Node, processes: int) -> Job:
+    run = node.run
+    argv = launch_command(run.script, run.args, run.batch, processes, node.directory)
+    return Job("run", node, [Step("training", node.directory, node.log, argv, run=run)])
+
+
+def evaluation_step(evaluation: Evaluation, processes: int) -> Step:
+    if evaluation.batch is None:
+        argv = list(evaluation.command)
+    else:
+        argv = launch_command(evaluation.command[0], evaluation.command[1:], evaluation.batch, processes)
+    name = os.path.splitext(os.path.basename(evaluation.output))[0]
+    return Step(name, evaluation.model_dir, log_path(evaluation.model_dir, name), argv, output=evaluation.output)
+
+
+def evaluation_job(node: Node, processes: int) -> Job | None:
+    if not node.evaluations:
+        return None
+    return Job("evaluations", node, [evaluation_step(e, processes) for e in node.evaluations])
+
+
+def link(node: Node) -> None:
+    """Make each other name of the node's run a symbolic link to the directory that trains it (a link
+    left dangling by a deleted run is replaced: links hold nothing of their own)."""
+    if os.path.islink(node.directory) and not os.path.exists(node.directory):
+        os.remove(node.directory)  # a link left by a run that was deleted since: it trains here now
+    for name in node.links:
+        parent = os.path.dirname(os.path.abspath(name))
+        if os.path.islink(name):
+            if os.path.realpath(name) == os.path.realpath(node.directory):
+                continue
+            os.remove(name)
+        os.makedirs(parent, exist_ok=True)
+        os.symlink(os.path.relpath(os.path.abspath(node.directory), parent), name)
+
+
+def run_job(job: Job, env: dict, started=None) -> tuple[int, Step | None]:
+    """Run ``job``'s steps one after another, shielded from SIGUSR2 (the SLURM executor's job); the
+    first failure ends it. ``started(process, step)`` hears of each process. Returns the job's status
+    and the step that failed."""
+    for step in job.steps:
+        if step.done():
+            continue
+        refusal = step.refusal()
+        if refusal:
+            os.makedirs(os.path.dirname(step.log), exist_ok=True)
+            with open(step.log, "a", encoding="utf-8") as log:
+                log.write(f"{HEADER}start\nerror: {refusal}\n")
+            return step.finish(2), step
+        proc = step.start(env, None, shielded=True)
+        if started is not None:
+            started(proc, step)
+        status = step.finish(proc.wait())
+        if status != 0:
+            return status, step
+    return 0, None
+
+
+def run_tables(plan, env: dict, stdout) -> list[Failure]:
+    """Run the commands of each table of ``plan`` in order, their output on ``stdout`` (a heading per
+    table when there are several). A table none of whose runs finished prints nothing but a line on
+    stderr."""
+    failures = []
+    for table in plan.tables:
+        if len(plan.tables) > 1:
+            print(f"\n## {table.script}\n", file=stdout, flush=True)
+        directories = {run.output_dir for run in table.runs}
+        if table.runs and not any(node.finished for node in plan.nodes if {node.directory, *node.links} & directories):
+            print(f"{table.script}: none of its runs finished, no table", file=sys.stderr, flush=True)
+            continue
+        for command in table.show:
+            stdout.flush()
+            status = subprocess.run(command, cwd=REPO, env=env, stdout=stdout, stdin=subprocess.DEVNULL).returncode
+            if status != 0:
+                failures.append(Failure(f"the table of {table.script}: {shlex.join(command)}", status, None, []))
+    return failures

@@ -1,0 +1,266 @@
+"""The sweep driver of the table scripts (python3 -m sweep) with a stand-in launcher: the plans of the
+paper tables and docs/reproduce.md's counts, runs shared between tables trained once, the gpus
+executor's slots, failures, refusals of wrong settings, and a sweep stopped and started again."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from sweep import estimate
+from sweep.plan import plan_tables, table_scripts
+from sweep.report import counts_markdown
+
+from .conftest import REPO, fake_tools, table_script, timed_launcher
+
+# 2 settings x 2 seeds; each evaluation writes a score of its setting and seed
+TINY = """
+root=${OUTPUT_DIR:-$results_root/tiny}
+runs=()
+for setting in 1 2; do
+    for seed in 1 2; do
+        out=$root/s$setting-seed$seed
+        train run_simcse.py "$out" 64 configs/simcse_bert_base.yaml --seed $seed --temp 0.0$setting "$@"
+        evaluate "$out" "$out/sts_test_results.json" python -c 'import sys
+from cse.atomic import write_json
+write_json(sys.argv[1], {"scores": {"STS12": float(sys.argv[2]), "Avg.": float(sys.argv[2]) + 1}})' \\
+            "$out/sts_test_results.json" $((setting * 10 + seed))
+        runs+=("$out")
+    done
+done
+tabulate --runs "${runs[@]}"
+"""
+TABLE = """STS (Spearman x 100)
+
+| Model | STS12 | Avg. |
+|---|---:|---:|
+| s1 (2 seeds) | 11.50 ± 0.71 | 12.50 ± 0.71 |
+| s2 (2 seeds) | 21.50 ± 0.71 | 22.50 ± 0.71 |
+"""
+
+
+def sweep(env, script, *args, **kwargs):
+    return subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True, **kwargs)
+
+
+def events(log):
+    """``[(event, directory, gpus, time)]`` from the stand-in launcher's log."""
+    return [(e, d, g, float(t)) for e, d, g, t in (line.split() for line in log.read_text().splitlines())]
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    env, log = timed_launcher(tmp_path)
+    return table_script(tmp_path / "tiny.sh", TINY), env, log
+
+
+def test_every_table_prints_its_plan_and_the_docs_counts_match_it():
+    plan = plan_tables([os.path.join(REPO, s) for s in table_scripts()], plan_only=True)
+    assert len(plan.tables) == 23
+    # 244 runs named, 218 output directories, 197 distinct runs: 21 directories are another's run
+    assert (plan.named, plan.directories, len({n.key for n in plan.nodes})) == (244, 218, 197)
+    with open(os.path.join(REPO, "docs", "reproduce.md"), encoding="utf-8") as f:
+        assert counts_markdown(plan) in f.read()
+    proc = subprocess.run(
+        ["bash", "scripts/mixcse/table3_ablations.sh", "--plan"],
+        cwd=REPO,
+        env={**os.environ, "SEEDS": "1 2", "RESULT_ROOT": "/nonexistent"},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.count("[to train] run_mixcse.py configs/mixcse_bert_") == 12
+    assert "seed 1, batch 64" in out and "flags: --final_eval none --seed 1 --no_stop_gradient" in out
+    assert "shared with: mixcse/table1_sts, mixcse/table2_transfer" in out
+    assert "then: transfer_test_results.json: python senteval_eval.py" in out
+    assert "python -m cse.results /nonexistent/mixcse/bert-base-full/seed1/sts_transfer_avg.json" in out
+    assert "12 runs: 0 finished (kept), 0 interrupted (resume), 12 to train; 4 shared with another table" in out
+    assert re.search(r"GPU time, training: [\d.]+ h for the runs left, .* from BENCHMARKS.md", out)
+
+
+def test_the_estimate_uses_the_benchmarks_figures():
+    with open(os.path.join(REPO, "BENCHMARKS.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("### Every method at dc3f040") :]
+    for method, (step_ms, batch, dev_suite) in estimate.MEASURED.items():
+        if method.startswith("sgbert"):  # over 150 steps: "SG 63.9 ms ..., SG-OPT 51.4 ms"
+            label = {"sgbert-sg": "SG", "sgbert-opt": "SG-OPT"}[method]
+            assert f"{label} {step_ms} ms" in section
+            row = re.search(rf"^\| {method} \| 16 x 128 \|.*$", section, re.M).group()
+        else:
+            row = re.search(rf"^\| {method} \| {batch} x 32 \| {step_ms} \(.*$", section, re.M).group()
+        assert row.split("|")[12].strip() == f"{dev_suite:.2f}"  # the dev suite column
+    assert "49.9 ms a step" in section and "| simcse | 64 x 32 | 43.7 (" in section
+    # one epoch of wiki1m at batch 64 with 125 dev suites: the benchmark's own "full run" column (13 min)
+    from sweep.record import Run
+
+    run = Run("run_simcse.py", "out", 64, ("configs/simcse_bert_base.yaml",))
+    assert estimate.seconds(run) == pytest.approx(15_625 * 0.0437 + 125 * 0.66)
+
+
+def test_a_run_two_tables_share_is_trained_once_and_linked(tmp_path):
+    env, log = timed_launcher(tmp_path)
+    body = "train run_simcse.py {out} 64 configs/simcse_bert_base.yaml --seed 1\nshow echo {name}"
+    first = table_script(tmp_path / "first.sh", body.format(out=tmp_path / "a" / "run", name="first"))
+    second = table_script(tmp_path / "second.sh", body.format(out=tmp_path / "b" / "other-name", name="second"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep", first, second], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [e[:2] for e in events(log)] == [
+        ("start", str(tmp_path / "a" / "run")),
+        ("end", str(tmp_path / "a" / "run")),
+    ]
+    assert os.path.islink(tmp_path / "b" / "other-name")
+    assert (tmp_path / "b" / "other-name" / "cse_config.json").exists()
+    assert "first" in proc.stdout and "second" in proc.stdout
+    # alone, the second table finds it finished: nothing is launched
+    again = sweep(env, second)
+    assert again.returncode == 0 and len(events(log)) == 2 and again.stdout == "second\n"
+
+
+def test_gpus_executor_one_run_per_gpu_each_seeing_its_own(tiny, tmp_path):
+    script, env, log = tiny
+    env = {**env, "RUN_SECONDS": "0.6"}
+    proc = sweep(env, script, "--executor", "gpus", "--gpus", "3,5")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == TABLE
+    starts = [e for e in events(log) if e[0] == "start"]
+    assert len(starts) == 4 and {gpus for _, _, gpus, _ in starts} == {"3", "5"}
+    spans = {d: (t, next(t2 for e2, d2, _, t2 in events(log) if e2 == "end" and d2 == d)) for _, d, _, t in starts}
+    gpu = {d: g for _, d, g, _ in starts}
+    for a in spans:  # two runs on one GPU never overlap; never more at once than GPUs
+        for b in spans:
+            if a != b and gpu[a] == gpu[b]:
+                assert spans[a][1] <= spans[b][0] or spans[b][1] <= spans[a][0]
+    most = max(sum(s <= t < e for s, e in spans.values()) for t, _ in spans.values())
+    assert most == 2
+    # the sequential executor prints the same table; NUM_GPUS=2 makes one slot of both GPUs
+    assert sweep({**env, "OUTPUT_DIR": str(tmp_path / "seq")}, script).stdout == TABLE
+    two = sweep(
+        {**env, "OUTPUT_DIR": str(tmp_path / "pairs"), "NUM_GPUS": "2"}, script, "--executor", "gpus", "--gpus", "3,5"
+    )
+    assert two.returncode == 0 and {e[2] for e in events(log) if str(tmp_path / "pairs") in e[1]} == {"3,5"}
+
+
+def test_a_failed_run_leaves_the_others_and_its_cells_missing(tiny):
+    script, env, log = tiny
+    proc = sweep({**env, "FAIL_RUN": "s2-seed1"}, script, "--executor", "gpus", "--gpus", "0,1")
+    assert proc.returncode == 2
+    root = os.path.join(env["RESULT_ROOT"], "tiny")
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-3:] == [
+        f"failed: {root}/s2-seed1, exit status 2; log: {root}/s2-seed1/_logs/train.log",
+        f"error: {root}/s2-seed1: the run refuses",
+        "  hint: what to do",
+    ]
+    assert "| s1 (2 seeds) | 11.50 ± 0.71 | 12.50 ± 0.71 |" in proc.stdout
+    assert "| s2 (1 of 2 seeds missing) | missing | missing |" in proc.stdout
+    assert len([e for e in events(log) if e[0] == "start"]) == 4
+    # the same command again: the finished runs are kept, the failed one is run again
+    again = sweep(env, script)
+    assert again.returncode == 0 and again.stdout == TABLE
+    assert [e[1] for e in events(log) if e[0] == "start"][4:] == [f"{root}/s2-seed1"]
+
+
+@pytest.mark.parametrize(
+    "args, env, error",
+    [
+        (["--executor", "tpus"], {}, "error: unknown executor 'tpus'"),
+        (["--executor", "gpus", "--gpus", "0,1,0"], {}, "error: --gpus 0,1,0 names GPU 0 more than once"),
+        (["--executor", "gpus", "--gpus", "0,1,2"], {"NUM_GPUS": "2"}, "error: NUM_GPUS=2 does not divide the 3 GPUs"),
+        (["--gpus", "0"], {}, "error: --gpus is an option of the gpus executor"),
+        (["--slurm_time", "10"], {}, "error: --slurm_time is an option of the slurm executor"),
+        (["--executor", "slurm"], {"PATH": "no-sbatch"}, "error: --executor slurm: sbatch is not on the PATH"),
+    ],
+    ids=["executor", "gpu-twice", "gpus-num_gpus", "gpus-sequential", "slurm-option", "no-sbatch"],
+)
+def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, env, error):
+    script, base, log = tiny
+    if env.get("PATH") == "no-sbatch":  # bash, dirname and python3 alone
+        tools = tmp_path / "tools"
+        tools.mkdir()
+        for tool in ("bash", "dirname"):
+            (tools / tool).symlink_to(subprocess.check_output(["which", tool], text=True).strip())
+        (tools / "python3").symlink_to(sys.executable)
+        env = {"PATH": str(tools)}
+    proc = sweep({**base, **env}, script, *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith(error) and (len(lines) == 1 or len(lines) == 2 and lines[1].startswith("  hint: "))
+    assert not log.exists() and not os.path.exists(base["RESULT_ROOT"])
+
+
+def test_a_gpus_sweep_stopped_midway_finishes_when_run_again(tiny):
+    script, env, log = tiny
+    env = {**env, "RUN_SECONDS": "30"}
+    driver = subprocess.Popen(
+        ["bash", script, "--executor", "gpus", "--gpus", "0,1"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not log.exists() or len(events(log)) < 2):
+        time.sleep(0.1)
+    driver.send_signal(signal.SIGINT)  # Ctrl-C
+    out, err = driver.communicate(timeout=60)
+    assert driver.returncode == 130, err
+    assert err.strip().splitlines()[-2:] == [
+        "error: SIGINT stopped the sweep; the runs it stopped resume from their last checkpoint",
+        "  hint: rerun the same command to finish the table",
+    ]
+    stopped = [d for e, d, _, _ in events(log) if e == "term"]
+    assert len(stopped) == 2 and out == ""
+    again = sweep({**env, "RUN_SECONDS": "0.1"}, script, "--executor", "gpus", "--gpus", "0,1")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == TABLE
+    starts = Counter(d for e, d, _, _ in events(log) if e == "start")
+    assert len(starts) == 4 and all(n == (2 if d in stopped else 1) for d, n in starts.items())
+
+
+def test_a_run_another_live_process_trains_is_waited_for(tmp_path):
+    env, log = fake_tools(tmp_path)
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen(["sleep", "1.5"])
+    threading.Thread(target=holder.wait).start()  # reaped when it ends: no zombie holds the PID
+    (out / ".cse_run.lock").write_text(f"{holder.pid}\n{os.uname().nodename}\n")
+    script = table_script(tmp_path / "t.sh", f"train run_simcse.py {out} 64 configs/simcse_bert_base.yaml")
+    began = time.monotonic()
+    proc = sweep(env, script)
+    assert proc.returncode == 0, proc.stderr
+    assert f"waiting for {out}: PID {holder.pid} on this machine trains it" in proc.stderr
+    assert time.monotonic() - began >= 1.5 and len(log.read_text().splitlines()) == 1
+
+
+def test_slurm_settings_from_a_config_file_and_flags(tmp_path):
+    from cse.errors import CSEUsageError
+    from sweep.cli import build_parser
+    from sweep.slurm import minutes, settings
+
+    assert [minutes(t) for t in ("90", "4:00:00", "30:00", "1-00:00:00", "2-12")] == [90, 240, 30, 1440, 3600]
+    with pytest.raises(CSEUsageError, match="not a SLURM time"):
+        minutes("4h")
+    config = tmp_path / "slurm.yaml"
+    config.write_text("partition: gpu\ntime: '2:00:00'\ngpus_per_job: 2\noptions: {qos: high, cpus-per-task: 8}\n")
+    parser = build_parser()
+    args = parser.parse_args(["--slurm_config", str(config), "--slurm_time", "30", "--slurm_option", "qos=low"])
+    got = settings(args, 1, check_cluster=False)
+    assert (got.partition, got.minutes, got.gpus_per_job, got.processes) == ("gpu", 30, 2, 2)
+    assert got.options == {"qos": "low", "cpus-per-task": "8"} and got.wait
+    assert settings(parser.parse_args(["--slurm_gpus_per_job", "0"]), 1, check_cluster=False).processes == 1
+    config.write_text("partition: gpu\nqueue: long\n")
+    with pytest.raises(CSEUsageError, match=r"unknown key\(s\) queue"):
+        settings(parser.parse_args(["--slurm_config", str(config)]), 1, check_cluster=False)
+    with pytest.raises(CSEUsageError, match="not KEY=VALUE"):
+        settings(parser.parse_args(["--slurm_option", "qos"]), 1, check_cluster=False)

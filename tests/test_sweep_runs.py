@@ -1,0 +1,165 @@
+"""The sweep's executors on real runs: a tiny table (2 settings x 2 seeds of run_simcse.py on a tiny
+BERT, each evaluated on STS-B dev) through the sequential executor, the gpus executor on the CPU with
+its GPU ids given, a gpus sweep stopped midway (SIGINT) and run again, and a real single-node SLURM
+(.ci/slurm) with one run's job signalled mid-run, requeued and resumed: every one prints the same
+table."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from .conftest import DATA, REPO, table_script
+
+pytestmark = pytest.mark.e2e
+
+TINY = """
+root=${OUTPUT_DIR:-$results_root/tiny}
+temps=(0.05 0.1)
+runs=()
+for setting in 1 2; do
+    for seed in 1 2; do
+        out=$root/temp$setting-seed$seed
+        train run_simcse.py "$out" 16 --model_name_or_path "$TINY_MODEL" --train_file "$CSE_DATA_DIR/wiki1m_head.txt" \\
+            --max_steps 200 --save_strategy steps --save_steps 20 --save_total_limit 2 --eval_strategy no \\
+            --load_best_model_at_end false --final_eval none --use_cpu true --report_to none --disable_tqdm true \\
+            --learning_rate 1e-3 --max_seq_length 32 --temp "${temps[setting - 1]}" --seed $seed "$@"
+        evaluate "$out" "$out/sts_dev_results.json" python senteval_eval.py --model_name_or_path "$out" \\
+            --mode dev --task_set sts --senteval_data_dir "$DEV_DATA" --output_json "$out/sts_dev_results.json"
+        runs+=("$out")
+    done
+done
+tabulate --runs "${runs[@]}"
+"""
+SLURM = os.path.join(REPO, ".ci", "slurm")
+
+
+@pytest.fixture(scope="module")
+def tiny_table(tmp_path_factory, tiny_bert, dev_head):
+    """The table script, and its environment with a result root of the caller's."""
+    script = table_script(tmp_path_factory.mktemp("table") / "tiny.sh", TINY)
+    # one thread per process: every executor computes the same floats
+    env = {**os.environ, "CSE_DATA_DIR": DATA, "TINY_MODEL": tiny_bert, "DEV_DATA": dev_head, "OMP_NUM_THREADS": "1"}
+    return script, lambda root: {**env, "RESULT_ROOT": str(root)}
+
+
+def sweep(script, env, *args, timeout=900):
+    return subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def sequential(tiny_table, tmp_path_factory):
+    script, env = tiny_table
+    proc = sweep(script, env(tmp_path_factory.mktemp("sequential")))
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    lines = proc.stdout.splitlines()
+    assert [line.split(" |")[0] for line in lines if line.startswith("| temp")] == [
+        "| temp1 (2 seeds)",
+        "| temp2 (2 seeds)",
+    ]
+    return proc.stdout
+
+
+def wait_for(path, proc=None, seconds=300):
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"no {path} after {seconds} s"
+        assert proc is None or proc.poll() is None, proc.communicate()[1][-5000:]
+        time.sleep(0.05)
+
+
+def test_gpus_executor_prints_the_sequential_table_and_a_stopped_sweep_finishes_it(tiny_table, sequential, tmp_path):
+    script, env = tiny_table
+    proc = sweep(script, env(tmp_path / "gpus"), "--executor", "gpus", "--gpus", "0,1")
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    assert proc.stdout == sequential
+    logs = [
+        open(tmp_path / "gpus" / "tiny" / f"temp{s}-seed{d}" / "_logs" / "train.log").read()
+        for s in (1, 2)
+        for d in (1, 2)
+    ]
+    assert {log.splitlines()[0].rsplit("CUDA_VISIBLE_DEVICES=", 1)[1] for log in logs} == {"0)", "1)"}
+
+    # stopped midway (Ctrl-C) once a run has saved a checkpoint, then the same command again
+    root = tmp_path / "stopped"
+    driver = subprocess.Popen(
+        ["bash", script, "--executor", "gpus", "--gpus", "0,1"],
+        cwd=REPO,
+        env=env(root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    run = root / "tiny" / "temp1-seed1"
+    wait_for(run / "checkpoint-20" / "trainer_state.json", driver)  # complete (the Trainer writes it last)
+    driver.send_signal(signal.SIGINT)
+    out, err = driver.communicate(timeout=300)
+    assert driver.returncode == 130 and out == "", err[-5000:]
+    assert "error: SIGTERM stopped the run at step" in (run / "_logs" / "train.log").read_text()
+    assert not (run / "cse_config.json").exists()
+    again = sweep(script, env(root), "--executor", "gpus", "--gpus", "0,1")
+    assert again.returncode == 0, again.stderr[-5000:]
+    assert again.stdout == sequential
+    assert f"resuming from {run / 'checkpoint-'}" in (run / "_logs" / "train.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    """The single-node SLURM of .ci/slurm: used when it answers, else started here (and stopped after).
+    Skipped only where SLURM is not installed, and never in CI."""
+    if shutil.which("sbatch") is None or shutil.which("slurmctld") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("SLURM is not installed: CI runs `bash .ci/slurm start` first")
+        pytest.skip("SLURM is not installed (bash .ci/slurm start installs and starts it)")
+    conf = subprocess.check_output(["bash", SLURM, "env"], text=True).split("=", 1)[1].strip()
+    env = {**os.environ, "SLURM_CONF": os.environ.get("SLURM_CONF", conf)}
+    started = subprocess.run(["sinfo"], env=env, capture_output=True).returncode != 0
+    if started:
+        env["SLURM_CONF"] = conf
+        subprocess.run(["bash", SLURM, "start"], check=True)
+    yield env
+    if started:
+        subprocess.run(["bash", SLURM, "stop"], check=True)
+
+
+def test_slurm_executor_prints_the_sequential_table_through_a_requeue(tiny_table, sequential, slurm_cluster, tmp_path):
+    script, env = tiny_table
+    env = {**env(tmp_path), "SLURM_CONF": slurm_cluster["SLURM_CONF"]}
+    args = ["--executor", "slurm", "--slurm_partition", "debug", "--slurm_gpus_per_job", "0", "--slurm_time", "20"]
+    driver = subprocess.Popen(
+        ["bash", script, *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    # the run's job, mid-run: SLURM's signal before a time limit (or a preemption), sent by scancel
+    run = tmp_path / "tiny" / "temp2-seed1"
+    wait_for(run / "checkpoint-20" / "trainer_state.json", driver)
+    job = json.loads((run / "_logs" / "slurm_job").read_text())["job_id"]
+    subprocess.run(["scancel", "--signal", "USR2", job], env=env, check=True)
+    out, err = driver.communicate(timeout=900)
+    assert driver.returncode == 0, err[-5000:]
+    assert out == sequential
+    log = (run / "_logs" / "train.log").read_text()
+    assert "error: SIGTERM stopped the run at step" in log and f"resuming from {run / 'checkpoint-'}" in log
+    assert log.count("[sweep] exit status") == 2  # two attempts, the first stopped (143), the second finished
+    assert subprocess.run(["squeue", "--noheader"], env=env, capture_output=True, text=True).stdout == ""
+
+
+def test_slurm_refuses_a_partition_it_does_not_know(tiny_table, slurm_cluster, tmp_path):
+    script, env = tiny_table
+    proc = sweep(
+        script,
+        {**env(tmp_path), "SLURM_CONF": slurm_cluster["SLURM_CONF"]},
+        "--executor",
+        "slurm",
+        "--slurm_partition",
+        "gpu-a100",
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "error: SLURM has no partition 'gpu-a100'",
+        "  hint: its partitions: debug",
+    ]
+    assert not (tmp_path / "tiny").exists()
