@@ -186,6 +186,21 @@ class CSETrainingArguments(TrainingArguments):
             "choices": list(FINAL_EVAL_MODES),
         },
     )
+    cuda_graphs: bool = field(
+        default=False,
+        metadata={
+            "help": "On a CUDA device, capture the whole training step (forward, every part's terms, backward, "
+            "clipping, the optimizer, the parts' updates after it) as one CUDA graph per batch shape and replay it "
+            "(docs/speed.md). With --torch_compile the captured kernels are the compiled ones."
+        },
+    )
+    cuda_graph_lengths: list[int] | None = field(
+        default=None,
+        metadata={
+            "help": "With --cuda_graphs: the lengths training batches are padded to (padding masked), one graph "
+            "each; default half, three quarters and all of --max_seq_length, in multiples of 8."
+        },
+    )
 
     def __post_init__(self):
         if self.final_eval not in FINAL_EVAL_MODES:
@@ -217,6 +232,7 @@ class CSETrainingArguments(TrainingArguments):
         super().__post_init__()
         check_output_dir(self.output_dir)
         check_launch(self)
+        check_cuda_graphs(self)
         if self.compile_cache_dir is not None:
             if not self.torch_compile:
                 raise CSEUsageError(
@@ -228,6 +244,66 @@ class CSETrainingArguments(TrainingArguments):
             self.compile_cache_dir = os.path.abspath(os.path.expanduser(self.compile_cache_dir))
             os.makedirs(self.compile_cache_dir, exist_ok=True)
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = self.compile_cache_dir
+
+
+def check_cuda_graphs(args) -> None:
+    """Refuse, before any work, what a captured training step cannot be: on a device other than
+    CUDA, one of several processes, sharded, accumulating gradients over several batches, with
+    fp16's dynamic loss scale (a host decision each step), with CUDA graphs of its own inside
+    (``reduce-overhead``) or an optimizer that cannot be captured."""
+    if not args.cuda_graphs:
+        if args.cuda_graph_lengths:
+            raise CSEUsageError(
+                "--cuda_graph_lengths set, but --cuda_graphs is off", hint="add --cuda_graphs true, or drop the lengths"
+            )
+        return
+    lengths = args.cuda_graph_lengths or []
+    if any(length < 1 for length in lengths) or len(set(lengths)) != len(lengths):
+        raise CSEUsageError(
+            f"--cuda_graph_lengths must be distinct positive lengths, got {lengths}",
+            hint="e.g. --cuda_graph_lengths 16 24 32",
+        )
+    refusals = [
+        (
+            args.world_size > 1,
+            f"--cuda_graphs captures one process's step, and this run has {args.world_size} processes",
+            "train one run per GPU (a table's runs over the GPUs: docs/reproduce.md), or leave --cuda_graphs out",
+        ),
+        (
+            bool(args.deepspeed) or bool(args.fsdp),
+            "--cuda_graphs does not capture a DeepSpeed or FSDP step",
+            "leave --cuda_graphs out, or train without --deepspeed/--fsdp",
+        ),
+        (
+            args.gradient_accumulation_steps > 1,
+            f"--cuda_graphs captures one batch a step, and --gradient_accumulation_steps is "
+            f"{args.gradient_accumulation_steps}",
+            "raise --per_device_train_batch_size instead, or leave --cuda_graphs out",
+        ),
+        (
+            args.fp16,
+            "--cuda_graphs cannot capture fp16's dynamic loss scale, which skips steps by a host decision",
+            "train in bfloat16: --bf16 true --fp16 false",
+        ),
+        (
+            args.torch_compile_mode in ("reduce-overhead", "max-autotune"),
+            f"--torch_compile_mode {args.torch_compile_mode} makes CUDA graphs of its own inside the captured step",
+            "leave --torch_compile_mode at its default, or use max-autotune-no-cudagraphs",
+        ),
+        (
+            str(getattr(args.optim, "value", args.optim)) != "adamw_torch_fused",
+            f"--cuda_graphs captures fused AdamW's step, and --optim is {getattr(args.optim, 'value', args.optim)}",
+            "pass --optim adamw_torch_fused",
+        ),
+        (
+            args.device.type != "cuda",
+            f"--cuda_graphs captures the training step on a CUDA device, and this run is on {args.device.type}",
+            "leave --cuda_graphs out on a machine without a GPU",
+        ),
+    ]
+    for refused, message, hint in refusals:
+        if refused:
+            raise CSEUsageError(message, hint=hint)
 
 
 def check_train_file(path: str) -> None:

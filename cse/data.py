@@ -15,6 +15,7 @@ import os
 import datasets
 import numpy as np
 import torch
+import torch.nn.functional as F
 from scipy.special import gammaln, logsumexp
 
 from .errors import CSEUsageError
@@ -278,13 +279,16 @@ def tokenize_corpus(
 class TwoViewCollator:
     """Pad a batch of tokenised sentences and repeat each one: tensors of shape ``(batch, 2, length)``.
     ``length`` is the batch's longest sentence, or ``max_length`` when given (static shapes). Then
-    each of ``views`` (the parts' :meth:`~cse.parts.Part.views`) remakes the batch in turn."""
+    each of ``views`` (the parts' :meth:`~cse.parts.Part.views`) remakes the batch in turn, and the
+    batch is padded on to the shortest of ``lengths`` that holds it, if any (a few shapes, one CUDA
+    graph each: ``--cuda_graphs``). Padding is masked: it changes no sentence's embedding."""
 
-    def __init__(self, tokenizer, num_views: int = 2, max_length: int | None = None, views=()):
+    def __init__(self, tokenizer, num_views: int = 2, max_length: int | None = None, views=(), lengths=()):
         self.tokenizer = tokenizer
         self.num_views = num_views
         self.max_length = max_length
         self.views = list(views)
+        self.lengths = sorted(lengths)
 
     def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
         padding = "max_length" if self.max_length else True
@@ -292,7 +296,27 @@ class TwoViewCollator:
         batch = {k: v.unsqueeze(1).expand(-1, self.num_views, -1).contiguous() for k, v in batch.items()}
         for remake in self.views:
             batch = remake(batch)
+        length = batch["input_ids"].shape[-1]
+        target = next((bucket for bucket in self.lengths if bucket >= length), length)
+        if target > length:
+            pad = {"input_ids": self.tokenizer.pad_token_id}
+            batch = {k: F.pad(v, (0, target - length), value=pad.get(k, 0)) for k, v in batch.items()}
         return batch
+
+
+def graph_lengths(max_seq_length: int, lengths: list[int] | None = None) -> list[int]:
+    """The lengths batches are padded to under ``--cuda_graphs``: ``lengths``, or half, three quarters
+    and all of ``max_seq_length`` rounded up to multiples of 8 (16, 24 and 32 for SimCSE's 32).
+    Refused: lengths that leave no room for a batch of the longest sentences."""
+    if not lengths:
+        return sorted({min(max_seq_length, -(-max_seq_length * k // 4 // 8) * 8) for k in (2, 3, 4)})
+    if max(lengths) < max_seq_length:
+        raise CSEUsageError(
+            f"--cuda_graph_lengths {' '.join(map(str, lengths))} leave no length for sentences of up to "
+            f"--max_seq_length {max_seq_length} tokens",
+            hint=f"end the lengths with {max_seq_length}",
+        )
+    return sorted(lengths)
 
 
 def load_train_corpus(data_args, cache_dir: str | None = None) -> datasets.Dataset:

@@ -111,7 +111,8 @@ class Part:
     - the batch: :meth:`views` (in the collator);
     - the trainer's construction: :meth:`setup`; the start of ``train()``: :meth:`begin`; once the
       model is wrapped: :meth:`train_begin`; each optimizer step: :meth:`step_begin`, then the step
-      program's :meth:`terms` and :meth:`weigh`, then :meth:`after_step`;
+      program's :meth:`terms` and :meth:`weigh`, then :meth:`after_step` (all of them inside the
+      captured step under ``--cuda_graphs``, unless :meth:`capture_problem` says why not);
     - state: :meth:`state_files`, :meth:`save_state` (each checkpoint), :meth:`restore` (a run whose
       training had ended), :meth:`export` (beside the exported model);
     - evaluation: :meth:`selection_pooler`, :meth:`analysis`; diagnostics: :meth:`readings`.
@@ -201,6 +202,11 @@ class Part:
     def parameters(self) -> list[torch.Tensor]:
         """Tensors the part trains outside the model and the Trainer's optimizer."""
         return []
+
+    def capture_problem(self) -> str | None:
+        """Why a step with this part cannot be captured as a CUDA graph (``--cuda_graphs``: a read of a
+        value on the host, say), or None: then the step runs eagerly, and the run says why."""
+        return None
 
     # --- state ----------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from transformers import set_seed
 from .arguments import parse_args
 from .atomic import STAGING_NAME, atomic_path, publish, staging_dir, write_json
 from .build import build
-from .data import TwoViewCollator, build_train_dataset
+from .data import TwoViewCollator, build_train_dataset, graph_lengths
 from .environment import check_min_versions, collect_environment
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
@@ -97,6 +97,8 @@ def train(record: MethodRecord, parts: list[Part], model_args, data_args, traini
     set_seed(training_args.seed)
     model, loss = build(parts, model_args)
     check_precision(training_args)  # before a part writes into the output directory
+    if training_args.cuda_graphs:
+        graph_lengths(data_args.max_seq_length, training_args.cuda_graph_lengths)  # refused before any work
     callbacks = [*callbacks, *(callback for part in parts for callback in part.prepare_run(data_args, training_args))]
     return train_built(model_args, data_args, training_args, record, parts, model, loss, callbacks)
 
@@ -143,6 +145,9 @@ def build_trainer(model_args, data_args, training_args, model, loss, parts: list
             model.tokenizer,
             max_length=data_args.max_seq_length if data_args.pad_to_max_length else None,
             views=[part.views for part in parts],
+            lengths=graph_lengths(data_args.max_seq_length, training_args.cuda_graph_lengths)
+            if training_args.cuda_graphs
+            else (),
         ),
         processing_class=model.tokenizer,
         loss=loss,

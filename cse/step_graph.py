@@ -36,7 +36,6 @@ per term; a batch shape not seen ``warmup`` times) runs eagerly, through the Tra
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 
@@ -60,10 +59,10 @@ class TensorLearningRate:
         for group in optimizer.param_groups:
             value = float(group["lr"])
             shadow.append({key: value for key, value in group.items() if key != "params"} | {"lr": value})
-            group["lr"] = torch.tensor(value, dtype=torch.float32, device=device)
+            group["lr"] = torch.tensor(value, dtype=torch.float64, device=device)  # the float schedule exactly
             self.tensors.append(group["lr"])
         # the scheduler reads and writes the float copies; the optimizer reads the tensors
-        scheduler.optimizer = _FloatGroups(shadow)
+        scheduler.optimizer = _FloatGroups(scheduler.optimizer, shadow)
 
     def step(self, *args, **kwargs):
         self.scheduler.step(*args, **kwargs)
@@ -75,10 +74,14 @@ class TensorLearningRate:
 
 
 class _FloatGroups:
-    """What a scheduler reads of an optimizer: its parameter groups (float copies here)."""
+    """An optimizer as its scheduler sees it: its parameter groups as float copies, the rest its own."""
 
-    def __init__(self, param_groups):
+    def __init__(self, optimizer, param_groups):
+        self.optimizer = optimizer
         self.param_groups = param_groups
+
+    def __getattr__(self, name):
+        return getattr(self.optimizer, name)
 
 
 class WholeStep:
@@ -95,13 +98,6 @@ class WholeStep:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.trained = self.params + parts
         self.grads = [torch.zeros_like(t) for t in self.trained]
-        dtype = trainer.autocast_dtype
-        device = next(model.parameters()).device
-        self.autocast = (
-            (lambda: torch.autocast(device.type, dtype=dtype, cache_enabled=False))
-            if dtype is not None
-            else contextlib.nullcontext
-        )
 
     def attach(self) -> None:
         """The fixed gradient tensors as the trained tensors' ``.grad``, for one step."""
@@ -117,13 +113,13 @@ class WholeStep:
     def __call__(self, inputs):
         trainer = self.trainer
         torch._foreach_zero_(self.grads)
-        with self.autocast():
-            loss, step = trainer.step_loss_function(self.model, inputs)
+        # mixed precision as in the Trainer's step: the forward's own autocast (accelerate's, without
+        # its weight cache under --cuda_graphs), the losses in their own precision
+        loss, step = trainer.step_loss_function(self.model, inputs)
         loss.backward()
         max_norm = trainer.args.max_grad_norm
-        norm = torch.nn.utils.clip_grad_norm_(
-            self.params, max_norm if max_norm > 0 else float("inf"), foreach=True
-        )
+        # the Trainer's clipping (multi-tensor kernels on a GPU, no host sync); inf measures alone
+        norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm if max_norm > 0 else float("inf"))
         self.optimizer.step()
         for part in trainer.parts:
             part.after_step(trainer)

@@ -14,7 +14,7 @@ import os
 from collections.abc import Sized
 
 import torch
-from accelerate.utils import broadcast_object_list
+from accelerate.utils import AutocastKwargs, broadcast_object_list
 from safetensors.torch import load_file
 from torch import nn
 from transformers import PreTrainedModel, Trainer, TrainerCallback
@@ -29,6 +29,7 @@ from .evaluation import SentEvalSuite
 from .parts import Part, Step, StepLoss, total
 from .reliability import PROGRESS, NonFiniteGuard, check_finite_weights
 from .resume import TRAINER_STATE_NAME, check_checkpoint_matches, resolve_checkpoint
+from .step_graph import StepGraphs, TensorLearningRate, WholeStep
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +160,35 @@ class CSETrainer(Trainer):
         for part in self.parts:
             part.setup(self)
         self.add_callback(PartHooks(self))
+        self.check_term_names()
+        # The whole step as one function (cse.step_graph): "captured" under --cuda_graphs, else None, the
+        # Trainer's own step ("eager" runs the same function without a graph: the CPU's check of it).
+        self.whole_step = None
+        self.step_graphs: StepGraphs | None = None
+        self.whole_step_ran = False
+        self.last_grad_norm: torch.Tensor | None = None
+        self.step_path = "eager"
+        if self.args.cuda_graphs:
+            problem = next((p for part in self.parts if (p := part.capture_problem())), None)
+            if problem is not None:
+                logger.warning("--cuda_graphs: the training step runs eagerly, uncaptured: %s", problem)
+                self.step_path = f"eager ({problem})"
+            else:
+                self.whole_step, self.step_path = "captured", "cuda graphs"
+                # a cast weight cached by autocast would be a tensor of the capture's that no replay recomputes
+                self.accelerator.autocast_handler = AutocastKwargs(cache_enabled=False)
+
+    def check_term_names(self) -> None:
+        """Refuse two parts that would add a term of the same name (one would replace the other's),
+        when the trainer is built rather than at the first step."""
+        own = getattr(self.loss_fn, "term_weights", None)
+        seen = {"contrastive": "the loss"} if self.loss_fn is not None else {}
+        seen.update({name: "the loss" for name in (own() if own is not None else {})})
+        for part in self.parts:
+            for name in part.term_weights():
+                if name in seen:
+                    raise CSEUsageError(f"part {part.name!r} adds the term {name!r}, which {seen[name]} gives too")
+                seen[name] = f"part {part.name!r}"
 
     def part(self, name: str) -> Part:
         """The run's part named ``name`` (for code that inspects a run; parts never ask for each other)."""
@@ -195,6 +225,37 @@ class CSETrainer(Trainer):
                 f"{method} does not support {'FSDP' if self.is_fsdp_enabled else 'DeepSpeed ZeRO-3'}: {reason}. "
                 "Use DDP or DeepSpeed ZeRO-2 (configs/accelerate/)"
             )
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        """The Trainer's step, or the whole step as one function (captured as a CUDA graph under
+        ``--cuda_graphs``): then it also clips, steps the optimizer and runs the parts' after-step
+        updates, and the Trainer's own clipping, optimizer step and ``zero_grad`` that follow find no
+        gradient and do nothing (:mod:`cse.step_graph`). The logging steps of ``--log_term_gradients``
+        take the Trainer's step."""
+        model.train()
+        self.whole_step_ran = False
+        if self.whole_step is None or self.is_term_logging_step(model):
+            return super().training_step(model, inputs, num_items_in_batch)
+        if self.step_graphs is None:
+            self.step_graphs = self.start_whole_step(model)
+        loss, self.last_grad_norm, statistics = self.step_graphs.step(
+            {k: v.to(self.args.device, non_blocking=True) for k, v in inputs.items()}
+        )
+        self.whole_step_ran = True
+        self.record_training_metrics(**statistics)
+        return loss
+
+    def start_whole_step(self, model) -> StepGraphs:
+        """The whole step of ``model``, set up once the optimizer's and the scheduler's state is loaded
+        (a resumed run's): the learning rates in device tensors, the optimizer the Trainer's."""
+        optimizer = getattr(self.optimizer, "optimizer", self.optimizer)  # accelerate's wrapper holds it
+        if not (optimizer.defaults.get("fused") or optimizer.defaults.get("capturable")):
+            raise CSEUsageError(
+                f"the whole step needs a fused or capturable optimizer, got {type(optimizer).__name__}",
+                hint="pass --optim adamw_torch_fused",
+            )
+        self.lr_scheduler = TensorLearningRate(self.lr_scheduler, optimizer, self.args.device)
+        return StepGraphs(WholeStep(self, model, optimizer), capture=self.whole_step == "captured")
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.is_term_logging_step(model):
@@ -288,6 +349,9 @@ class CSETrainer(Trainer):
             self._recorded.setdefault(name, []).append(value.detach().float().mean())
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        # The whole step clipped the gradients itself: the Trainer's clipping found none to measure.
+        if "grad_norm" in logs and self.whole_step_ran:
+            logs["grad_norm"] = self.last_grad_norm.item()
         # Training log lines carry "loss"; evaluation lines do not.
         if "loss" in logs and self._recorded:
             names = sorted(self._recorded)
@@ -410,6 +474,7 @@ class CSETrainer(Trainer):
         checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
         for part in self.parts:
             part.begin(self, checkpoint)
+        self.step_graphs = None  # the Trainer makes a new optimizer and scheduler
         return super().train(resume_from_checkpoint=checkpoint, **kwargs)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
@@ -437,5 +502,7 @@ class PartHooks(TrainerCallback):
             part.step_begin(self.trainer)
 
     def on_optimizer_step(self, args, state, control, **kwargs):
+        if self.trainer.whole_step_ran:  # the whole step ran them after its own optimizer step
+            return
         for part in self.trainer.parts:
             part.after_step(self.trainer)

@@ -398,6 +398,11 @@ class VAdvCSE(Part):
     def term_weights(self) -> dict[str, float]:
         return {"vadv": self.args.vadv_lambda}
 
+    def capture_problem(self) -> str | None:
+        if self.shared_dropout and self.vadv_loss is not None:
+            return "V-advCSE's --shared_dropout replays the dropout masks by reading and restoring the host's RNG state"
+        return None
+
     def readings(self, trainer, model, inputs) -> dict[str, dict[str, float]]:
         """``vadv``: F (as L_vadv reduces it) with independent and with shared dropout masks, and the
         mean ||r_i|| (``python -m cse.diagnostics``; nothing without the adversarial term)."""

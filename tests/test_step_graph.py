@@ -1,0 +1,226 @@
+"""The whole training step as one function (cse.step_graph), which ``--cuda_graphs`` captures on a GPU.
+
+On the CPU no graph is captured, but the function is the same: run eagerly at every step it trains
+every method and combination exactly as the Trainer's own step does (the same parameters and logged
+values, bit for bit: its gradients zeroed in place instead of set to None, its learning rates in
+float64 tensors that the scheduler fills, its clipping, optimizer step and the parts' after-step
+updates inside it); under torch.compile (inductor, CPU; random numbers drawn as eager draws them)
+within float32 rounding, since inductor fuses and reorders the arithmetic: each weight tensor within
+1e-4 of its norm (per element would not do: AdamW scales a gradient of rounding size to a full step),
+plus 1e-6 for the attention key biases, whose gradient is zero but for rounding. The learning rates
+in tensors are the float schedule; batches padded to the graph lengths embed as dynamic padding does;
+what cannot be captured is refused, or runs eagerly with the reason said.
+
+The captured step itself is checked on a GPU by the tests named ``cuda`` (``pytest -k cuda``).
+"""
+
+import importlib
+import logging
+
+import pytest
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+import cse.pipeline
+from cse import registry
+from cse.arguments import CSETrainingArguments
+from cse.data import TwoViewCollator, graph_lengths
+from cse.errors import CSEUsageError
+from cse.modeling import CSEModel
+from cse.step_graph import TensorLearningRate
+
+from .conftest import SENTENCES, SENTEVAL, WIKI_HEAD, refusal, tiny_model_dir, tiny_run
+
+# every composition that trains, by its parts
+COMPOSITIONS = [
+    ("adcse", "mixcse"),
+    ("mixcse", "vadvcse"),
+    ("adcse", "sarcse"),
+    ("mixcse", "sarcse"),
+    ("sarcse", "vadvcse"),
+    ("adcse", "mixcse", "sarcse"),
+    ("mixcse", "sarcse", "vadvcse"),
+]
+RUNS = [(record.name,) for record in registry.records()] + COMPOSITIONS
+
+
+@pytest.fixture(scope="module")
+def backbones(tmp_path_factory):
+    root = tmp_path_factory.mktemp("step_graph")
+    return {family: tiny_model_dir(root / family, family) for family in ("bert", "roberta")}
+
+
+def train(names, backbones, out, monkeypatch, *flags, whole_step=None, steps=3):
+    """The method or composition ``names``, run small for ``steps`` steps, each a log line; with
+    ``whole_step``, every step is the whole step run that way. Its weights (the parts' own tensors
+    included) and log."""
+    script, family, method_flags = tiny_run(*names)
+    build_trainer = cse.pipeline.build_trainer
+
+    def built(*args, **kwargs):
+        trainer = build_trainer(*args, **kwargs)
+        trainer.whole_step = whole_step
+        return trainer
+
+    monkeypatch.setattr(cse.pipeline, "build_trainer", built)
+    argv = [
+        "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
+        "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * steps), "--max_seq_length", "16",
+        "--pad_to_max_length", "true", "--per_device_train_batch_size", "8", "--max_steps", str(steps),
+        "--learning_rate", "1e-3", "--eval_strategy", "no", "--save_strategy", "no",
+        "--load_best_model_at_end", "false", "--final_eval", "none", "--logging_steps", "1",
+        "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true", "--seed", "7",
+        *method_flags, *flags,
+    ]  # fmt: skip
+    trainer = importlib.import_module(script).main(argv)
+    monkeypatch.setattr(cse.pipeline, "build_trainer", build_trainer)
+    weights = {name: t.detach().clone() for name, t in trainer.model.state_dict().items()}
+    for part in trainer.parts:
+        weights.update({f"{part.name}.{i}": t.detach().clone() for i, t in enumerate(part.parameters())})
+    logs = [
+        {k: v for k, v in entry.items() if "runtime" not in k and "per_second" not in k}
+        for entry in trainer.state.log_history
+    ]
+    return trainer, weights, logs
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("names", RUNS, ids="+".join)
+def test_the_whole_step_trains_exactly_as_the_trainers_step(names, backbones, tmp_path, monkeypatch):
+    _, expected, expected_logs = train(names, backbones, tmp_path / "trainer", monkeypatch)
+    trainer, weights, logs = train(names, backbones, tmp_path / "whole", monkeypatch, whole_step="eager")
+    assert trainer.whole_step_ran and trainer.step_graphs.graphs == {}  # every step the function, no graph
+    assert isinstance(trainer.lr_scheduler, TensorLearningRate)
+    assert weights.keys() == expected.keys()
+    differ = [name for name in expected if not torch.equal(weights[name], expected[name])]
+    assert not differ, differ
+    assert logs == expected_logs  # losses, gradient norms, learning rates, the parts' statistics
+
+
+COMPILED = ["simcse", "adcse+mixcse"]  # every run in the long form (CSE_LONG_TESTS=1)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "names",
+    [
+        pytest.param(names, id="+".join(names), marks=() if "+".join(names) in COMPILED else pytest.mark.slow)
+        for names in RUNS
+    ],
+)
+def test_the_compiled_whole_step_trains_as_the_trainers_step_within_rounding(names, backbones, tmp_path, monkeypatch):
+    torch._dynamo.reset()
+    _, expected, expected_logs = train(names, backbones, tmp_path / "trainer", monkeypatch)
+    compiled = ("--torch_compile", "true", "--torch_compile_backend", "inductor")
+    # inductor draws dropout's random numbers its own way unless told to draw them as eager does
+    with torch._inductor.config.patch(fallback_random=True):
+        _, weights, logs = train(names, backbones, tmp_path / "whole", monkeypatch, *compiled, whole_step="eager")
+    for name, value in expected.items():
+        difference, size = (weights[name] - value).double().norm(), value.double().norm()
+        assert difference <= 1e-4 * size + 1e-6, (name, difference.item(), size.item())
+    for entry, expected_entry in zip(logs, expected_logs):
+        for key, value in expected_entry.items():
+            assert entry[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+
+
+def test_tensor_learning_rates_are_the_float_schedule():
+    """Warm-up and linear decay over 20 steps: each group's lr tensor holds the float schedule's value,
+    exactly (float64); the scheduler's own view (get_last_lr, state_dict) is floats, as without it."""
+
+    def optimizer():
+        g = torch.Generator().manual_seed(0)
+        weights = [torch.nn.Parameter(torch.randn(3, generator=g)), torch.nn.Parameter(torch.randn(2, generator=g))]
+        return torch.optim.AdamW([{"params": weights[:1]}, {"params": weights[1:], "lr": 5e-4}], lr=3e-5, fused=True)
+
+    plain, tensors = optimizer(), optimizer()
+    expected = get_linear_schedule_with_warmup(plain, 4, 20)
+    scheduler = TensorLearningRate(get_linear_schedule_with_warmup(tensors, 4, 20), tensors, torch.device("cpu"))
+    assert all(group["lr"].dtype == torch.float64 for group in tensors.param_groups)
+    for _ in range(20):
+        plain.step()
+        tensors.step()
+        expected.step()
+        scheduler.step()
+        assert [group["lr"].item() for group in tensors.param_groups] == [g["lr"] for g in plain.param_groups]
+        assert scheduler.get_last_lr() == expected.get_last_lr()
+        assert all(type(lr) is float for lr in scheduler.get_last_lr())  # the Trainer's log reads no tensor
+    assert scheduler.state_dict() == expected.state_dict()
+    for a, b in zip(plain.param_groups, tensors.param_groups):  # the optimizer's steps alike
+        for p, q in zip(a["params"], b["params"]):
+            assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("pooler", ["cls", "cls_before_pooler", "avg", "max"])
+def test_graph_lengths_pad_without_changing_an_embedding(pooler, tmp_path):
+    model_dir = tiny_model_dir(tmp_path / "bert", "bert", dropout=0.0)
+    model = CSEModel.from_pretrained(model_dir, pooler_type=pooler).eval()
+    features = [dict(model.tokenizer(s)) for s in SENTENCES[:5]]
+    dynamic = TwoViewCollator(model.tokenizer)(features)
+    padded = TwoViewCollator(model.tokenizer, lengths=[16, 12])(features)
+    length = dynamic["input_ids"].shape[-1]
+    assert length < 12 and padded["input_ids"].shape[-1] == 12
+    assert not padded["attention_mask"][..., length:].any()
+    assert (padded["input_ids"][..., length:] == model.tokenizer.pad_token_id).all()
+    with torch.no_grad():
+        expected, got = model(**dynamic)["embeddings"], model(**padded)["embeddings"]
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_graph_lengths_default_to_three_and_refuse_too_short():
+    assert graph_lengths(32) == [16, 24, 32] and graph_lengths(128) == [64, 96, 128]
+    assert graph_lengths(30) == [16, 24, 30]
+    assert graph_lengths(32, [32, 16]) == [16, 32]
+    with pytest.raises(CSEUsageError, match="leave no length for sentences of up to --max_seq_length 32"):
+        graph_lengths(32, [16, 24])
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--cuda_graphs", "true"],
+            "--cuda_graphs captures the training step on a CUDA device, and this run is on cpu",
+        ),
+        (["--cuda_graphs", "true", "--gradient_accumulation_steps", "2"], "captures one batch a step"),
+        (["--cuda_graphs", "true", "--fp16", "true"], "cannot capture fp16's dynamic loss scale"),
+        (["--cuda_graphs", "true", "--torch_compile_mode", "reduce-overhead"], "makes CUDA graphs of its own"),
+        (
+            ["--cuda_graphs", "true", "--optim", "adamw_torch"],
+            "captures fused AdamW's step, and --optim is adamw_torch",
+        ),
+        (["--cuda_graph_lengths", "16", "32"], "--cuda_graph_lengths set, but --cuda_graphs is off"),
+        (["--cuda_graphs", "true", "--cuda_graph_lengths", "16", "16"], "must be distinct positive lengths"),
+    ],
+)
+def test_what_cannot_be_captured_is_refused_before_any_work(flags, message, capsys, tmp_path):
+    import run_simcse
+
+    out = tmp_path / "out"
+    lines = refusal(capsys, run_simcse.main, ["--output_dir", str(out), "--use_cpu", "true", *flags])
+    assert lines[0].startswith("error: ") and message in lines[0] and len(lines) == 2
+    assert not out.exists()
+
+
+def test_a_part_that_cannot_be_captured_runs_eagerly_and_says_why(tiny_bert, tmp_path, caplog):
+    """The decision a CUDA run takes when the trainer is built (here with the flag set after the
+    arguments' own check, which a CPU refuses)."""
+    from cse.arguments import DataArguments, ModelArguments
+    from cse.build import build
+    from cse.methods.vadvcse import VAdvCSE, VAdvCSEArguments
+    from cse.pipeline import build_trainer
+
+    def trainer(parts):
+        args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[], max_steps=1)
+        args.cuda_graphs = True
+        model_args = ModelArguments(model_name_or_path=tiny_bert)
+        data_args = DataArguments(train_file=WIKI_HEAD, max_train_samples=16, senteval_data_dir=SENTEVAL)
+        model, loss = build(parts, model_args)
+        return build_trainer(model_args, data_args, args, model, loss, parts)
+
+    with caplog.at_level(logging.WARNING):
+        shared = trainer([VAdvCSE(VAdvCSEArguments(shared_dropout=True))])
+    assert shared.whole_step is None and shared.step_path.startswith("eager (V-advCSE's --shared_dropout")
+    assert "--cuda_graphs: the training step runs eagerly, uncaptured: V-advCSE's --shared_dropout" in caplog.text
+    plain = trainer([VAdvCSE()])
+    assert plain.whole_step == "captured" and plain.step_path == "cuda graphs"
+    assert not plain.accelerator.autocast_handler.cache_enabled
