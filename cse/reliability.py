@@ -1,9 +1,8 @@
 """What keeps a run from silently producing nothing or nonsense: one run per output directory
 (:func:`output_dir_lock`), which also ends a run stopped by SIGINT or SIGTERM, or by a full disk,
-with one line naming where it can resume (:class:`RunProgress`), finite hyperparameters
-(:func:`check_finite_arguments`), a training stopped at the first non-finite loss, gradient norm or
-dev score (:class:`NonFiniteGuard`), and no export of non-finite weights
-(:func:`check_finite_weights`). Torn checkpoints are :mod:`cse.resume`'s. ``docs/reliability.md`` is
+with one line naming where it can resume (:class:`RunProgress`), a training stopped at the first
+non-finite loss, gradient norm or dev score (:class:`NonFiniteGuard`), and no export of non-finite
+weights (:func:`check_finite_weights`). Torn checkpoints are :mod:`cse.resume`'s. ``docs/reliability.md`` is
 the user's account of all of it."""
 
 from __future__ import annotations
@@ -271,15 +270,6 @@ def output_dir_lock(training_args):
             lock.release()
             # a run refused before writing anything leaves no trace
             _remove_empty(os.path.abspath(output_dir), existing)
-
-
-def check_finite_arguments(values: dict) -> None:
-    """Refuse a NaN or infinite number (alone or in a list) among the parsed argument ``values`` (name:
-    value): it would train to a non-finite loss, or silently switch something off."""
-    for name, value in values.items():
-        items = value if isinstance(value, (list, tuple)) else [value]
-        if any(isinstance(v, float) and not math.isfinite(v) for v in items):
-            raise CSEUsageError(f"--{name} must be a finite number, got {value}")
 
 
 def check_finite_weights(state_dict: dict[str, torch.Tensor], where: str) -> None:

@@ -10,7 +10,8 @@ import re
 import sys
 
 import pytest
-from transformers import HfArgumentParser
+
+from cse.arguments import ArgumentParser
 
 from .conftest import REPO
 
@@ -147,7 +148,7 @@ def accepted_flags():
     dataclasses |= {anli_eval.ANLIArguments, anli_eval.ANLITrainingArguments, diagnostics.DiagnosticsArguments}
     flags = set()
     for cls in dataclasses:  # one parser each: the methods' classes redefine shared fields
-        flags |= _options(HfArgumentParser(cls))
+        flags |= _options(ArgumentParser(cls))
     parsers = [senteval_eval.build_parser(), results.build_parser(), plots.build_parser()]
     parsers += [stsb_corpus.build_parser(), bench_run.build_parser(), diagnostics.build_parser()]
     parsers += [_load_script(p).build_parser() for p in ("scripts/speed_check.py", "scripts/verify_data.py")]

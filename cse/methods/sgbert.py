@@ -36,6 +36,7 @@ from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead, SelfGuidedLoss
 from ..modeling import CSEModel
 from ..pipeline import load_encoder
 from ..pooling import masked_max, masked_mean
+from ..ranges import RANGE, at_least, check_fields, non_negative
 from ..registry import BenchShape, MethodRecord, register
 from ..resume import resolve_checkpoint
 from ..trainer import CSETrainer, StepLoss
@@ -112,7 +113,10 @@ class SGBERTArguments:
         default="opt3",
         metadata={"help": "base (SG), opt1, opt2 or opt3 (SG-OPT, the paper's final loss).", "choices": LOSS_VARIANTS},
     )
-    reg_lambda: float = field(default=0.1, metadata={"help": "lambda, the weight of L_reg = ||theta_F - theta_T||^2."})
+    reg_lambda: float = field(
+        default=0.1,
+        metadata={"help": "lambda, the weight of L_reg = ||theta_F - theta_T||^2.", RANGE: non_negative},
+    )
     token_pooling: str = field(
         default="max",
         metadata={
@@ -123,7 +127,10 @@ class SGBERTArguments:
     )
     layers: list[int] | None = field(
         default=None,
-        metadata={"help": "BERT_F layers whose views are used (0: embedding layer); default all, 0..l."},
+        metadata={
+            "help": "BERT_F layers whose views are used (0: embedding layer); default all, 0..l.",
+            RANGE: at_least(0),
+        },
     )
     sampler: str = field(
         default="uniform",
@@ -134,7 +141,8 @@ class SGBERTArguments:
         },
     )
     projection_size: int = field(
-        default=4096, metadata={"help": "Width of the projection head f (two linear+GELU layers)."}
+        default=4096,
+        metadata={"help": "Width of the projection head f (two linear+GELU layers).", RANGE: at_least(1)},
     )
     projection_head: bool = field(
         default=True, metadata={"help": "Use the projection head f (--no_projection_head: Table 5 ablation)."}
@@ -147,11 +155,13 @@ class SGBERTArguments:
         default=10,
         metadata={
             "help": "Stop after this many evaluations without a better STS-B dev score (Table 8: 10); 0: train "
-            "the whole epoch."
+            "the whole epoch.",
+            RANGE: at_least(0),
         },
     )
 
     def __post_init__(self):
+        check_fields(self)
         checks = {"loss_variant": LOSS_VARIANTS, "token_pooling": TOKEN_POOLINGS, "sampler": SAMPLERS}
         for name, choices in checks.items():
             if getattr(self, name) not in choices:
@@ -160,12 +170,8 @@ class SGBERTArguments:
             raise ValueError("--sampler set, but --loss_variant opt3 uses every layer's view and samples none")
         if not self.projection_head and self.projection_size != 4096:
             raise ValueError("--projection_size set, but --no_projection_head leaves no head")
-        if self.projection_size < 1:
-            raise ValueError(f"--projection_size must be positive, got {self.projection_size}")
         if self.layers is not None and (not self.layers or len(set(self.layers)) != len(self.layers)):
             raise ValueError(f"--layers must name distinct layers, got {self.layers}")
-        if self.early_stopping_patience < 0:
-            raise ValueError(f"--early_stopping_patience must not be negative, got {self.early_stopping_patience}")
 
 
 class SelfGuidedEncoder(CSEModel):
