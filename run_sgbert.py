@@ -20,6 +20,7 @@ from cse.environment import check_min_versions
 from cse.errors import CSEUsageError, run_cli
 from cse.methods.sgbert import RECORD
 from cse.pipeline import check_precision, setup_logging, train_built
+from cse.run_dir import STSB_CORPUS_NAME
 from cse.stsb_corpus import write_stsb_corpus
 
 
@@ -35,7 +36,7 @@ def main(argv=None, callbacks=()):
     setup_logging(training_args)
     check_precision(training_args)  # before the corpus is written into the output directory
     if data_args.train_file is None and data_args.dataset_name is None:
-        data_args.train_file = os.path.join(training_args.output_dir, "stsb_sentences.txt")
+        data_args.train_file = os.path.join(training_args.output_dir, STSB_CORPUS_NAME)
         with training_args.main_process_first(desc="STS-B sentence corpus"):
             if training_args.local_process_index == 0:
                 write_stsb_corpus(data_args.train_file, data_args.senteval_data_dir)

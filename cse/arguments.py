@@ -35,6 +35,7 @@ from .ranges import (
     declared_ranges,
     positive,
 )
+from .run_dir import check_run_directory
 
 logger = logging.getLogger(__name__)
 
@@ -276,7 +277,13 @@ def check_train_file(path: str) -> None:
 
 def check_output_dir(path: str) -> None:
     """Refuse, before any work, an ``--output_dir`` the run could not write: an existing file, a path
-    through a file, a directory on a read-only file system or one this user may not write."""
+    through a file, a link to nowhere, a directory on a read-only file system or one this user may not
+    write."""
+    if os.path.islink(os.path.normpath(path)) and not os.path.exists(path):
+        raise CSEUsageError(
+            f"--output_dir {path} is a symbolic link to {os.readlink(os.path.normpath(path))}, which does not exist",
+            hint="create the directory it points to, or choose another --output_dir",
+        )
     if os.path.exists(path) and not os.path.isdir(path):
         raise CSEUsageError(
             f"--output_dir {path} exists and is not a directory", hint="choose another --output_dir, or move the file"
@@ -522,7 +529,8 @@ def parse_args(dataclass_types, argv: list[str] | None = None):
     built: unknown names, in the file or on the command line, abbreviated flags, a value of the wrong
     kind, NaN or infinite numbers, a training argument outside its range (:func:`training_ranges`; the
     other dataclasses check theirs when built), 0 epochs without ``--max_steps``; after: ``save_steps``
-    without ``save_strategy: steps`` and a global batch under 2."""
+    without ``save_strategy: steps``, a global batch under 2 and, for a training run, an
+    ``--output_dir`` holding something other than a run (:func:`cse.run_dir.check_run_directory`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = ArgumentParser(dataclass_types, allow_abbrev=False)
     given = given_flags(argv)
@@ -577,4 +585,5 @@ def parse_args(dataclass_types, argv: list[str] | None = None):
             check_save_steps(args, given)
         if isinstance(args, CSETrainingArguments):
             check_global_batch(args)
+            check_run_directory(args.output_dir, own=(config_file,) if config_file else ())
     return tuple(outputs)

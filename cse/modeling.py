@@ -35,10 +35,10 @@ from .distributed import whole_weights_loading
 from .errors import CSEUsageError
 from .export import write_sentence_transformers_files
 from .pooling import NEEDS_HIDDEN_STATES, POOLERS, check_pooler, pool
+from .run_dir import CSE_CONFIG_NAME
 
 logger = logging.getLogger(__name__)
 
-CSE_CONFIG_NAME = "cse_config.json"
 # An encoding that lasts longer than this logs its progress this often (a CPU takes minutes for the
 # STS test sets), so that no evaluation is silent for long.
 PROGRESS_SECONDS = 5.0

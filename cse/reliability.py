@@ -32,10 +32,10 @@ from .errors import (
     is_disk_full,
     nearest_existing,
 )
+from .run_dir import LOCK_NAME
 
 logger = logging.getLogger(__name__)
 
-LOCK_NAME = ".cse_run.lock"
 
 
 def _lock_holder(path: str) -> tuple[str, str] | None:

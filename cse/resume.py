@@ -24,11 +24,10 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGH
 from .atomic import write_json
 from .environment import collect_environment
 from .errors import CSEUsageError
-from .modeling import CSE_CONFIG_NAME
+from .run_dir import CSE_CONFIG_NAME, RUN_ARGS_NAME
 
 logger = logging.getLogger(__name__)
 
-RUN_ARGS_NAME = "run_args.json"
 # Training settings that change what a run computes: a run resumed automatically must keep them.
 RESUME_SENSITIVE = (
     "learning_rate",
