@@ -18,6 +18,7 @@ import torch
 from scipy.special import gammaln, logsumexp
 
 from .errors import CSEUsageError
+from .export import position_limit
 from .paths import MissingDataError, default_train_file, require_path
 
 logger = logging.getLogger(__name__)
@@ -252,6 +253,18 @@ def check_corpus(statistics: CorpusStatistics, global_batch: int, source: str) -
             source,
             100 * repeat,
             batch,
+        )
+
+
+def check_sequence_length(max_seq_length: int, model) -> None:
+    """Refuse a ``--max_seq_length`` beyond the positions of ``model``'s backbone: a longer sentence
+    would reach the position embeddings' end in the first batch that holds one."""
+    limit = position_limit(model.config, model.tokenizer)
+    if max_seq_length > limit:
+        raise CSEUsageError(
+            f"--max_seq_length {max_seq_length} exceeds the {limit} tokens a sentence of this model "
+            f"({model.config.model_type}, {model.config.max_position_embeddings} positions) can hold",
+            hint=f"pass --max_seq_length {limit} or less (SimCSE: 32)",
         )
 
 

@@ -5,7 +5,6 @@ run stopped before it) and, with ``--push_to_hub``, the upload of the exported e
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -14,7 +13,7 @@ import datasets
 import transformers
 
 from .atomic import STAGING_NAME, atomic_path, publish, staging_dir, write_json
-from .data import TwoViewCollator, build_train_dataset
+from .data import TwoViewCollator, build_train_dataset, check_sequence_length
 from .environment import collect_environment
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
@@ -22,7 +21,7 @@ from .model_card import push_encoder, write_model_card
 from .modeling import CSE_CONFIG_NAME, CSEModel
 from .paths import default_train_file
 from .reliability import output_dir_lock
-from .results import markdown_table
+from .results import markdown_table, read_result_json
 from .resume import (
     TRAINER_STATE_NAME,
     check_best_model_loaded,
@@ -156,6 +155,7 @@ def train_built(model_args, data_args, training_args, built, method_args=None, c
     trainer_kwargs)``; ``callbacks`` join the Trainer's. A ``--resume_from_checkpoint`` saved by another
     model layout is refused first, before the corpus is read: the Trainer would load it non-strictly."""
     model, loss, trainer_class, trainer_kwargs = built
+    check_sequence_length(data_args.max_seq_length, model)
     if training_args.resume_from_checkpoint:
         check_checkpoint_matches(model, training_args.resume_from_checkpoint)
     return train_and_evaluate(
@@ -235,8 +235,7 @@ def final_report(trainer, final_suite, keep: bool) -> dict:
     args = trainer.args
     path = os.path.join(args.output_dir, f"sts_{args.final_eval}_results.json")
     if keep and os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return read_result_json(path)
     report = trainer.senteval(final_suite)
     if trainer.is_world_process_zero():
         report.update(model=args.output_dir, pooler=trainer.encoder.eval_pooler, environment=collect_environment(args))

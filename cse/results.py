@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -42,6 +41,7 @@ import numpy as np
 import yaml
 
 from .errors import CSEUsageError, run_cli
+from .file_checks import load_json
 from .paths import MissingDataError
 
 # Package data: installed with ``cse``, so the published rows are there outside a checkout too.
@@ -127,6 +127,19 @@ def score_kind(columns) -> str:
     return "transfer" if "MR" in columns or "MRPC" in columns else "sts"
 
 
+RESULT_HINT = "pass a result JSON written by senteval_eval.py --output_json, or a run's sts_<mode>_results.json"
+
+
+def read_result_json(path: str, hint: str = RESULT_HINT) -> dict:
+    """The report a result JSON holds: a mapping with its ``scores`` (a mapping of task to score); a
+    file that is missing, damaged or of another kind is refused in one line with ``hint``."""
+    report = load_json(path, "result JSON", hint=hint)
+    scores = report.get("scores") if isinstance(report, dict) else None
+    if not isinstance(scores, dict) or not all(isinstance(v, (int, float)) for v in scores.values()):
+        raise CSEUsageError(f"{path} is not a result JSON: it holds no mapping of tasks to scores", hint=hint)
+    return report
+
+
 def score_groups(report: Mapping) -> dict:
     """``{kind: scores}`` of a result JSON (``score_groups``, or its ``scores`` for older JSONs)."""
     return dict(report.get("score_groups") or {score_kind(report["scores"]): report["scores"]})
@@ -142,8 +155,7 @@ def collect_runs(paths: Sequence[str]) -> dict[str, list[dict]]:
             raise MissingDataError(f"{path}: no *_results.json in this run directory")
         run_dir = os.path.normpath(path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)))
         for file in files:
-            with open(file, encoding="utf-8") as f:
-                runs.setdefault(run_dir, {}).update(score_groups(json.load(f)))
+            runs.setdefault(run_dir, {}).update(score_groups(read_result_json(file)))
     groups: dict[str, list[dict]] = {}
     for run_dir, kinds in runs.items():
         groups.setdefault(SEED_SUFFIX.sub("", os.path.basename(run_dir)), []).append(kinds)
@@ -254,8 +266,7 @@ def main(argv=None) -> None:
         if args.runs or args.paper_row or args.name:
             parser.error("--environment takes JSON files only (no --runs, --paper_row or --name)")
         for path in args.result_json:
-            with open(path, encoding="utf-8") as f:
-                environment = json.load(f).get("environment")
+            environment = read_result_json(path).get("environment")
             if environment is None:
                 parser.error(f"{path} has no environment block (written before cse recorded one)")
             print(f"{path}:\n{format_environment(environment)}")
@@ -273,8 +284,7 @@ def main(argv=None) -> None:
         return
     scores = []
     for path in args.result_json:
-        with open(path, encoding="utf-8") as f:
-            scores.append(json.load(f)["scores"])
+        scores.append(read_result_json(path)["scores"])
     if args.paper_row is not None:
         if len(args.paper_row) != 1:
             parser.error("one --paper_row without --runs")

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import re
-import zipfile
 
 from safetensors import SafetensorError, safe_open
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
@@ -24,6 +23,7 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGH
 from .atomic import write_json
 from .environment import collect_environment
 from .errors import CSEUsageError
+from .file_checks import CHECKED_SUFFIXES, load_json, unreadable
 from .run_dir import CSE_CONFIG_NAME, RUN_ARGS_NAME
 
 logger = logging.getLogger(__name__)
@@ -59,33 +59,11 @@ TRAINER_STATE_NAME = "trainer_state.json"
 _CHECKPOINT_STEP = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 
-def _unreadable(path: str) -> str | None:
-    """Why the file at ``path`` cannot be loaded, or None. Structural checks only, whatever the file's
-    size: JSON is parsed; a safetensors header must describe exactly the bytes that follow it; a
-    ``torch.save`` file (a zip archive) must end with its central directory. Each format ends with
-    what these checks read, so a file cut short by a killed writer fails them."""
-    if not os.path.isfile(path):
-        return "missing"
-    try:
-        if path.endswith(".json"):
-            with open(path, encoding="utf-8") as f:
-                json.load(f)
-        elif path.endswith(".safetensors"):
-            with safe_open(path, framework="pt") as f:
-                f.keys()
-        elif path.endswith((".pt", ".pth", ".bin")):
-            with zipfile.ZipFile(path) as archive:
-                archive.namelist()
-    except Exception as error:  # any parse failure means the same: the file is torn
-        return f"unreadable ({type(error).__name__}: {error})"
-    return None
-
-
 def checkpoint_problem(checkpoint: str, training_args, method_files=()) -> str | None:
     """What keeps ``checkpoint`` from restoring a run exactly, or None when it is complete: the
     Trainer's state, the model weights, the optimizer and scheduler, every process's RNG state (not
     with ``--save_only_model``), the method's own state files ``method_files``, and any other weight
-    or state file present must be readable (:func:`_unreadable`)."""
+    or state file present must be readable (:func:`cse.file_checks.unreadable`)."""
     required = [TRAINER_STATE_NAME, *method_files]
     deepspeed_tag = os.path.join(checkpoint, "latest")
     if os.path.isfile(deepspeed_tag):  # DeepSpeed: weights, optimizer and its scheduler in the engine's folder
@@ -112,10 +90,10 @@ def checkpoint_problem(checkpoint: str, training_args, method_files=()) -> str |
     present = [
         os.path.relpath(path, checkpoint)
         for path in glob.glob(os.path.join(checkpoint, "**", "*"), recursive=True)
-        if path.endswith((".json", ".safetensors", ".pt", ".pth", ".bin"))
+        if path.endswith(CHECKED_SUFFIXES)
     ]
     for name in dict.fromkeys([*required, *sorted(present)]):
-        problem = _unreadable(os.path.join(checkpoint, name))
+        problem = unreadable(os.path.join(checkpoint, name))
         if problem is not None:
             return f"{name} is {problem}"
     return None
@@ -210,13 +188,30 @@ def describe_changes(changed: list[str], most: int = 4) -> str:
     return "; ".join(changed[:most]) + more
 
 
+def read_settings(path: str) -> dict:
+    """The settings a run recorded in its ``run_args.json`` at ``path``; a file that is not such a
+    record (damaged, edited by hand) is refused in one line."""
+    settings = load_json(path, "the run's settings", hint=_UNREADABLE_SETTINGS.format(directory=os.path.dirname(path)))
+    if not isinstance(settings, dict):
+        raise CSEUsageError(
+            f"the run's settings {path} hold a {type(settings).__name__}, not a mapping",
+            hint=_UNREADABLE_SETTINGS.format(directory=os.path.dirname(path)),
+        )
+    return settings
+
+
+_UNREADABLE_SETTINGS = (
+    "the run that wrote it cannot be checked or resumed: restore the file, or start over in a new --output_dir "
+    "(or delete {directory})"
+)
+
+
 def saved_method(run_dir: str) -> str | None:
     """The method (or composition) that the run in ``run_dir`` recorded, if it recorded one."""
     path = os.path.join(run_dir, RUN_ARGS_NAME)
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get("run", {}).get("method")
+    return read_settings(path).get("run", {}).get("method")
 
 
 def find_checkpoint(
@@ -260,8 +255,7 @@ def find_checkpoint(
         saved_path = os.path.join(output_dir, RUN_ARGS_NAME)
         checkpoints = checkpoints_newest_first(output_dir)
         if checkpoints and os.path.isfile(saved_path):
-            with open(saved_path, encoding="utf-8") as f:
-                saved = json.load(f)
+            saved = read_settings(saved_path)
             changed = changed_settings(saved, current)
             if changed:
                 complete = (c for c in checkpoints if checkpoint_problem(c, training_args, method_files) is None)
