@@ -134,7 +134,8 @@ def test_a_corpus_of_one_sentence_twice_is_refused_in_one_line(capsys, tiny_bert
     lines = refusal(capsys, run_simcse.main, train_argv(tiny_bert, out, "--train_file", str(corpus)))
     assert lines == [
         f"error: training corpus {corpus} holds 1 distinct sentence(s) in 2 lines: contrastive learning needs at "
-        "least 2 different sentences (the others in a batch are the negatives)"
+        "least 2 different sentences (the others in a batch are the negatives)",
+        "  hint: pass a corpus of different sentences (one a line)",
     ]
     assert_nothing_written(out)
 
