@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import shutil
 
 from safetensors import SafetensorError, safe_open
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
@@ -24,7 +25,7 @@ from .atomic import write_json
 from .environment import collect_environment
 from .errors import CSEUsageError
 from .file_checks import CHECKED_SUFFIXES, load_json, unreadable
-from .run_dir import CSE_CONFIG_NAME, RUN_ARGS_NAME
+from .run_dir import CSE_CONFIG_NAME, INCOMPLETE_NAME, RUN_ARGS_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -115,25 +116,51 @@ def checkpoints_newest_first(output_dir: str) -> list[str]:
     return sorted(steps, key=steps.get, reverse=True)
 
 
-def last_complete_checkpoint(output_dir: str, training_args, method_files=()) -> str | None:
+def set_aside(checkpoint: str) -> str:
+    """Move the torn ``checkpoint`` into ``OUTPUT_DIR/_incomplete_checkpoints/`` (an earlier torn copy
+    of the same step there is replaced), out of the Trainer's way: the run writes that step's
+    checkpoint afresh, and the Trainer's rotation, which counts every ``checkpoint-*`` folder, never
+    takes it for a saved one. Returns where it went."""
+    root = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), INCOMPLETE_NAME)
+    target = os.path.join(root, os.path.basename(checkpoint))
+    os.makedirs(root, exist_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(checkpoint, target)
+    return target
+
+
+def last_complete_checkpoint(output_dir: str, training_args, method_files=(), move_torn: bool = False) -> str | None:
     """The newest checkpoint in ``output_dir`` that :func:`checkpoint_problem` finds complete, each
     newer one skipped with a warning (a run killed while writing it: resuming from the one before
-    recomputes the same steps); None when ``output_dir`` holds no checkpoint. Refuses when it holds
-    checkpoints but none is complete."""
-    checkpoints = checkpoints_newest_first(output_dir)
-    problems = []
-    for checkpoint in checkpoints:
+    recomputes the same steps); None when ``output_dir`` holds no complete checkpoint: one warning
+    when it holds torn ones only (a run killed while writing its first checkpoint), and the run starts
+    over from step 0. ``move_torn`` (the main process of a run): each torn one is moved aside
+    (:func:`set_aside`)."""
+    torn, found = [], None
+    for checkpoint in checkpoints_newest_first(output_dir):
         problem = checkpoint_problem(checkpoint, training_args, method_files)
         if problem is None:
-            return checkpoint
-        logger.warning("skipping the incomplete checkpoint %s: %s", checkpoint, problem)
-        problems.append(f"{os.path.basename(checkpoint)}: {problem}")
-    if checkpoints:
-        raise CSEUsageError(
-            f"{output_dir} holds no complete checkpoint to resume from ({'; '.join(problems)})",
-            hint=f"to start over, delete {output_dir} or choose another --output_dir",
+            found = checkpoint
+            break
+        torn.append((checkpoint, problem, set_aside(checkpoint) if move_torn else None))
+    if found is not None:
+        for checkpoint, problem, moved in torn:
+            logger.warning(
+                "skipping the incomplete checkpoint %s: %s%s",
+                checkpoint,
+                problem,
+                f"; moved to {moved}" if moved else "",
+            )
+    elif torn:
+        moved = f"; moved to {os.path.dirname(torn[0][2])}" if torn[0][2] else ""
+        logger.warning(
+            "%s holds no complete checkpoint (%s: a run stopped while writing its first checkpoint%s): training "
+            "starts over from step 0",
+            output_dir,
+            "; ".join(f"{checkpoint} is incomplete, {problem}" for checkpoint, problem, _ in torn),
+            moved,
         )
-    return None
+    return found
 
 
 def run_settings(model_args, data_args, training_args, method_args=None, corpus=None, method=None) -> dict:
@@ -270,7 +297,9 @@ def find_checkpoint(
                     f"{output_dir} holds an interrupted run with other settings ({describe_changes(changed)})",
                     hint=hint,
                 )
-        checkpoint = last_complete_checkpoint(output_dir, training_args, method_files)
+        checkpoint = last_complete_checkpoint(
+            output_dir, training_args, method_files, move_torn=training_args.should_save
+        )
         if checkpoint is not None:
             logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)
     if checkpoint is not None and training_args.load_best_model_at_end and os.path.isdir(checkpoint):
