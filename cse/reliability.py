@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import math
 import os
+import select
 import shutil
 import signal
 import socket
+import sys
+import threading
 
 import filelock
 import torch
@@ -32,10 +36,10 @@ from .errors import (
     is_disk_full,
     nearest_existing,
 )
+from .resume import TRAINER_STATE_NAME, checkpoint_problem, checkpoints_newest_first
 from .run_dir import LOCK_NAME
 
 logger = logging.getLogger(__name__)
-
 
 
 def _lock_holder(path: str) -> tuple[str, str] | None:
@@ -51,16 +55,6 @@ def _lock_holder(path: str) -> tuple[str, str] | None:
     return (lines[0] if lines else "?", lines[1] if len(lines) > 1 else "?")
 
 
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived. Raised in the main thread by the handler :func:`output_dir_lock`
-    installs; a ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception`` on its
-    way swallows it."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
 class RunInterrupted(CSEUsageError):
     """The one line a run stopped by a signal ends with; the exit status is the shell's for a process
     ended by that signal (128 + its number: 130 for SIGINT, 143 for SIGTERM), which schedulers read as
@@ -72,58 +66,132 @@ class RunInterrupted(CSEUsageError):
 
 
 class RunProgress(TrainerCallback):
-    """The step a run has reached and its newest complete checkpoint, as the Trainer reports them:
-    ``on_save`` comes after a checkpoint's last file is written, so one torn by an interruption is
-    never named. One instance (:data:`PROGRESS`) serves the run of the process."""
+    """The step a run has reached and its newest checkpoint, as the Trainer reports them: ``on_save``
+    comes after a checkpoint's last file is written (and after the Trainer's rotation of older ones).
+    One instance (:data:`PROGRESS`) serves the run of the process."""
 
     def __init__(self):
         self.reset()
 
     def reset(self) -> None:
-        self.step, self.checkpoint = None, None
+        self.step, self.checkpoint, self.args = None, None, None
+        # set by the signal watcher while it waits for the checkpoint being written (output_dir_lock)
+        self.stopping, self.saved = False, threading.Event()
 
     def on_train_begin(self, args, state, control, **kwargs):
         # A resumed run starts at its checkpoint's step; the Trainer has loaded its state by now.
         resumed = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
         self.step, self.checkpoint = state.global_step, resumed if os.path.isdir(resumed) else None
+        self.args = args
 
     def on_step_end(self, args, state, control, **kwargs):
         self.step = state.global_step
 
     def on_save(self, args, state, control, **kwargs):
         self.checkpoint = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        if self.stopping:
+            # a signal came while this checkpoint was written: it is whole now; the watcher ends the
+            # process, and training takes no further step meanwhile
+            self.saved.set()
+            threading.Event().wait()
+
+    def writing(self) -> str | None:
+        """The checkpoint the Trainer is writing now, if any: the folder of the current step, created,
+        and not yet reported saved. (A torn folder left by an earlier attempt is never there: the run
+        set it aside when it started, :func:`cse.resume.set_aside`.)"""
+        if self.args is None or self.step is None:
+            return None
+        folder = os.path.join(self.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.step}")
+        return folder if folder != self.checkpoint and os.path.isdir(folder) else None
 
 
 PROGRESS = RunProgress()
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# How often the signal watcher, while it waits for a checkpoint, looks for a second signal.
+_POLL_SECONDS = 0.05
 
 
-def _raise_interrupted(signum, frame):
-    # A second signal while the first one unwinds stops the process the default way.
-    for stop in _STOP_SIGNALS:
-        signal.signal(stop, signal.SIG_DFL)
-    raise Interrupted(signum)
+# While a run's watcher is installed: each signal it took over -> the handler before it.
+_TAKEN_OVER: dict[int, object] = {}
+
+
+def _give_back_in_child() -> None:
+    """A process forked from a run (a DataLoader worker, a tokenisation process) takes back the signal
+    handling the run took over: its signals are its own, and a worker the DataLoader terminates must
+    die of it, not wake the run's watcher through the inherited wakeup fd."""
+    if not _TAKEN_OVER:
+        return
+    with contextlib.suppress(ValueError):  # forked from a thread other than the main one: nothing was set
+        signal.set_wakeup_fd(-1)
+        for signum, handler in _TAKEN_OVER.items():
+            signal.signal(signum, handler)
+    _TAKEN_OVER.clear()
+
+
+os.register_at_fork(after_in_child=_give_back_in_child)
+
+
+def _ignore(signum, frame):
+    """The Python-level handler: the watcher thread acts (:func:`_stop_on_signals`); installing a
+    Python handler is what makes the interpreter's C handler write the signal to the wakeup fd."""
 
 
 @contextlib.contextmanager
-def _stop_signals_raise():
-    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted`. A signal the process was
+def _stop_on_signals(stop):
+    """Within the block, SIGINT and SIGTERM call ``stop(signum, wake_fd)`` at once in a watcher thread,
+    whatever the main thread is doing: a Python handler runs only when the main thread returns to
+    Python, which a long tokenisation or kernel call delays by seconds. ``stop`` ends the process; it
+    reads ``wake_fd`` to notice a second signal. The interpreter's C handler writes each signal's number
+    to the wakeup fd (``signal.set_wakeup_fd``), which the watcher reads. A signal the process was
     started ignoring (SIGINT in a shell script's background job) stays ignored; only the main thread
-    may set handlers: elsewhere they are left as they are."""
-    previous = {}
-    try:
-        for signum in _STOP_SIGNALS:
-            if signal.getsignal(signum) is not signal.SIG_IGN:
-                previous[signum] = signal.signal(signum, _raise_interrupted)
-    except ValueError:
-        pass
+    may set handlers: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = [signum for signum in _STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    previous = {signum: signal.signal(signum, _ignore) for signum in caught}
+    _TAKEN_OVER.update(previous)
+
+    def watch():
+        while True:
+            select.select([read_fd], [], [])
+            for signum in os.read(read_fd, 64):
+                if signum == 0:  # the block has ended
+                    return
+                if signum in caught:
+                    stop(signum, read_fd)
+
+    watcher = threading.Thread(target=watch, name="cse-stop-signals", daemon=True)
+    watcher.start()
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        _TAKEN_OVER.clear()
+        signal.set_wakeup_fd(previous_fd)
+        os.write(write_fd, b"\0")
+        watcher.join()
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def _wait_until(done: threading.Event, wake_fd: int) -> bool:
+    """Wait until ``done`` is set; False as soon as a second signal arrives on ``wake_fd``, or the block
+    that installed the watcher ends (its 0 byte: the main thread has left, a checkpoint write failed)."""
+    while not done.wait(_POLL_SECONDS):
+        if select.select([wake_fd], [], [], 0)[0] and os.read(wake_fd, 64):
+            return False
+    return True
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _tree_size(path: str) -> int:
@@ -178,18 +246,41 @@ def disk_full_error(output_dir: str, err: BaseException) -> CSEUsageError:
     return CSEUsageError(message + "; nothing complete was deleted", hint=hint)
 
 
-def interruption_error(signum: int) -> RunInterrupted:
-    """The refusal of a run stopped by ``signum`` at the step :data:`PROGRESS` has seen."""
+def newest_complete_checkpoint(output_dir: str, args=None, skip: str | None = None) -> str | None:
+    """The newest checkpoint in ``output_dir`` that is whole (:func:`cse.resume.checkpoint_problem`;
+    ``args``: the run's training arguments, for the RNG files of each process), ``skip`` left out: the
+    one a rerun of the same command resumes from. The Trainer may have deleted the one it last saved
+    (``--save_total_limit`` at the end of training), so the directory is read, not remembered."""
+    if not os.path.isdir(output_dir):
+        return None
+    args = args if args is not None else PROGRESS.args
+    for checkpoint in checkpoints_newest_first(output_dir):
+        if checkpoint != skip and (args is None or checkpoint_problem(checkpoint, args) is None):
+            return checkpoint
+    return None
+
+
+def interruption_error(signum: int, output_dir: str, writing: str | None = None) -> RunInterrupted:
+    """The refusal of a run in ``output_dir`` stopped by ``signum``: the step :data:`PROGRESS` has seen
+    (else the step of the checkpoint a finished training left) and the newest complete checkpoint,
+    the torn one being ``writing`` left out."""
     name = signal.Signals(signum).name
-    where = "before training started" if PROGRESS.step is None else f"at step {PROGRESS.step}"
-    if PROGRESS.checkpoint is None:
+    checkpoint = newest_complete_checkpoint(output_dir, skip=writing)
+    step = PROGRESS.step
+    if step is None and checkpoint is not None:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            with open(os.path.join(checkpoint, TRAINER_STATE_NAME), encoding="utf-8") as f:
+                step = json.load(f)["global_step"]
+    where = "before training started" if step is None else f"at step {step}"
+    torn = f" ({writing} was being written and is incomplete)" if writing else ""
+    if checkpoint is None:
         return RunInterrupted(
-            f"{name} stopped the run {where}; no checkpoint saved yet",
+            f"{name} stopped the run {where}; no checkpoint saved yet{torn}",
             hint="rerun the same command to start it again",
             signum=signum,
         )
     return RunInterrupted(
-        f"{name} stopped the run {where}; the newest complete checkpoint is {PROGRESS.checkpoint}",
+        f"{name} stopped the run {where}; the newest complete checkpoint is {checkpoint}{torn}",
         hint="rerun the same command to resume",
         signum=signum,
     )
@@ -217,9 +308,11 @@ def output_dir_lock(training_args):
     main process takes it, without waiting, and tells the others whether to go on, so no process
     ever blocks on the file, whatever the number of nodes.
 
-    Within the block, SIGINT and SIGTERM stop the run with :func:`interruption_error` (printed by the
-    main process only; the others exit with the same status), and a full disk with
-    :func:`disk_full_error`; either way the lock is released."""
+    Within the block, SIGINT and SIGTERM stop the process at once (:func:`_stop_on_signals`), the
+    lock released, with :func:`interruption_error`'s line (printed by the main process only; the others
+    exit with the same status). A single process that is writing a checkpoint says so and finishes it
+    first (a second signal stops it at once); with several, whose peers stop at once, it does not wait.
+    A full disk ends the run with :func:`disk_full_error`; the lock is released either way."""
     output_dir = training_args.output_dir
     lock, refusal, hint, existing = None, None, None, None
     PROGRESS.reset()
@@ -228,7 +321,8 @@ def output_dir_lock(training_args):
         existing = nearest_existing(output_dir)
         os.makedirs(output_dir, exist_ok=True)
         previous = _lock_holder(path)
-        lock = filelock.SoftFileLock(path, timeout=0)
+        # not thread-local: the signal watcher releases it
+        lock = filelock.SoftFileLock(path, timeout=0, thread_local=False)
         try:
             lock.acquire()
         except filelock.Timeout:
@@ -252,13 +346,32 @@ def output_dir_lock(training_args):
         refusal, hint = broadcast_object_list([refusal, hint])
     if refusal is not None:
         raise CSEUsageError(refusal, hint=hint)
+
+    def stop(signum: int, wake_fd: int) -> None:
+        try:
+            writing = PROGRESS.writing() if training_args.world_size == 1 else None
+            if writing is not None:
+                PROGRESS.stopping = True
+                _say(
+                    f"{signal.Signals(signum).name}: finishing the checkpoint being written, {writing}, before "
+                    "stopping (a second signal stops at once)"
+                )
+                if PROGRESS.checkpoint == writing or _wait_until(PROGRESS.saved, wake_fd):
+                    writing = None
+            if training_args.process_index == 0:
+                _say(f"error: {interruption_error(signum, output_dir, writing)}")
+            if lock is not None:
+                lock.release()
+                _remove_empty(os.path.abspath(output_dir), existing)
+            logging.shutdown()
+            sys.stdout.flush()
+        finally:
+            # at once: the interpreter's own shutdown (its threads, caches and modules) takes seconds
+            os._exit(128 + signum)
+
     try:
-        with _stop_signals_raise():
+        with _stop_on_signals(stop):
             yield
-    except Interrupted as err:
-        if training_args.process_index != 0:
-            raise SystemExit(128 + err.signum) from None
-        raise interruption_error(err.signum) from None
     except CSEUsageError:
         raise
     except Exception as err:

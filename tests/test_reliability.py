@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -28,7 +29,7 @@ from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, p
 from cse.atomic import write_json
 from cse.errors import CSEUsageError
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
-from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
+from cse.reliability import LOCK_NAME, PROGRESS, NonFiniteGuard, interruption_error, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
 from cse.run_dir import INCOMPLETE_NAME
 from cse.trainer import CSETrainer
@@ -220,6 +221,58 @@ def test_killed_inside_the_first_checkpoint_the_same_command_starts_over_bit_ide
     assert warning.endswith("training starts over from step 0")
     assert (tmp_path / "killed" / INCOMPLETE_NAME / "checkpoint-2" / "optimizer.pt").is_file()
     assert_bit_identical(str(tmp_path / "killed"), str(tmp_path / "straight"))
+
+
+@pytest.mark.e2e
+def test_a_signal_inside_a_checkpoint_write_finishes_that_checkpoint_first_and_says_so(tiny_bert, tmp_path):
+    """SIGTERM while checkpoint-4's optimizer state is being written: the run says it finishes that
+    checkpoint, then stops naming it, whole; the same command resumes from it."""
+    argv = common_args(tiny_bert, tmp_path / "run")
+    proc = worker("run_simcse.py", argv, "4:signal:optimizer.pt", check=False)
+    checkpoint = tmp_path / "run" / "checkpoint-4"
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    notice = (
+        f"SIGTERM: finishing the checkpoint being written, {checkpoint}, before stopping (a second signal stops "
+        "at once)"
+    )
+    assert lines.count(notice) == 1  # the run's log may go on while it finishes
+    error, hint = lines[-2:]
+    assert error == f"error: SIGTERM stopped the run at step 4; the newest complete checkpoint is {checkpoint}"
+    assert hint == "  hint: rerun the same command to resume"
+    assert checkpoint_problem(str(checkpoint), TrainingArguments(output_dir=str(tmp_path), use_cpu=True)) is None
+    assert not (tmp_path / "run" / LOCK_NAME).exists()
+    rerun = worker("run_simcse.py", argv)
+    assert f"resuming from {checkpoint}" in rerun.stdout + rerun.stderr
+
+
+def test_the_signal_line_names_the_checkpoint_that_exists_not_the_one_the_trainer_deleted(tmp_path):
+    """At the end of training the Trainer deletes the last checkpoint when it is not the best
+    (--save_total_limit 1): the line names the one a rerun resumes from."""
+    best = fake_checkpoint(tmp_path / "checkpoint-10", 10)
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True)
+    PROGRESS.reset()
+    PROGRESS.step, PROGRESS.checkpoint, PROGRESS.args = 40, str(tmp_path / "checkpoint-40"), args  # deleted
+    try:
+        error = interruption_error(signal.SIGTERM, str(tmp_path))
+        assert str(error).splitlines() == [
+            f"SIGTERM stopped the run at step 40; the newest complete checkpoint is {best}",
+            "  hint: rerun the same command to resume",
+        ]
+        assert error.exit_code == 143
+        # a torn newer one is never named, nor one being written
+        cut(os.path.join(fake_checkpoint(tmp_path / "checkpoint-20", 20), "optimizer.pt"))
+        fake_checkpoint(tmp_path / "checkpoint-30", 30)
+        error = interruption_error(signal.SIGINT, str(tmp_path), writing=str(tmp_path / "checkpoint-30"))
+        assert str(error).splitlines()[0] == (
+            f"SIGINT stopped the run at step 40; the newest complete checkpoint is {best} "
+            f"({tmp_path / 'checkpoint-30'} was being written and is incomplete)"
+        )
+        PROGRESS.reset()  # a run completing its end without training: the step of its last checkpoint
+        assert str(interruption_error(signal.SIGTERM, str(tmp_path))).startswith("SIGTERM stopped the run at step 30;")
+    finally:
+        PROGRESS.reset()
 
 
 def test_an_incomplete_named_or_best_checkpoint_is_refused_before_training(tmp_path):
@@ -596,3 +649,19 @@ def test_killed_in_the_tail_without_a_last_step_checkpoint_the_same_command_trai
     in_process("run_simcse.py", argv, monkeypatch)
     # The Trainer's train_loss is the mean over the steps the process trained: here the last two.
     assert_same_run(tmp_path / "killed", tmp_path / "straight", volatile=(*TIMINGS, "train_loss"))
+
+
+def test_a_process_forked_from_a_run_dies_of_its_own_signal_without_stopping_the_run():
+    """A DataLoader worker is forked from the run; the DataLoader terminates one that lingers: it must
+    die of SIGTERM, and the run's watcher must not take the worker's signal for its own."""
+    import multiprocessing
+
+    from cse.reliability import _stop_on_signals
+
+    stopped = []
+    with _stop_on_signals(lambda signum, wake_fd: stopped.append(signum)):
+        child = multiprocessing.get_context("fork").Process(target=lambda: os.kill(os.getpid(), signal.SIGTERM))
+        child.start()
+        child.join(timeout=30)
+        time.sleep(0.2)  # time for a watcher woken by mistake to act
+    assert child.exitcode == -signal.SIGTERM and stopped == []
