@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import re
 import select
 import shutil
 import signal
@@ -23,8 +24,10 @@ import threading
 import filelock
 import torch
 from accelerate.utils import broadcast_object_list
+from safetensors import safe_open
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.utils import SAFE_WEIGHTS_NAME
 
 from .atomic import TMP_SUFFIX
 from .errors import (
@@ -36,7 +39,7 @@ from .errors import (
     is_disk_full,
     nearest_existing,
 )
-from .resume import TRAINER_STATE_NAME, checkpoint_problem, checkpoints_newest_first
+from .resume import TRAINER_STATE_NAME, checkpoint_problem, checkpoints_newest_first, training_ended
 from .run_dir import LOCK_NAME
 
 logger = logging.getLogger(__name__)
@@ -74,7 +77,7 @@ class RunProgress(TrainerCallback):
         self.reset()
 
     def reset(self) -> None:
-        self.step, self.checkpoint, self.args = None, None, None
+        self.step, self.checkpoint, self.args, self.trained = None, None, None, False
         # set by the signal watcher while it waits for the checkpoint being written (output_dir_lock)
         self.stopping, self.saved = False, threading.Event()
 
@@ -94,6 +97,9 @@ class RunProgress(TrainerCallback):
             # process, and training takes no further step meanwhile
             self.saved.set()
             threading.Event().wait()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.trained = True
 
     def writing(self) -> str | None:
         """The checkpoint the Trainer is writing now, if any: the folder of the current step, created,
@@ -222,9 +228,63 @@ def _space_exhausted(directory: str) -> bool:
         return False
 
 
-def disk_full_error(output_dir: str, err: BaseException) -> CSEUsageError:
+# What an export writes besides the weights and the files it copies from a checkpoint: cse_config.json,
+# the sentence-transformers module files, the model card and the final results (a few KiB each).
+_EXPORT_SMALL_FILES = 256 << 10
+# A checkpoint's files that are the Trainer's state, not the model's: the export writes none of them.
+_TRAINER_STATE_FILES = re.compile(
+    r"^(optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|training_args\.bin)$"
+)
+
+
+def export_size(checkpoint: str) -> int:
+    """About how many bytes the export of the model that ``checkpoint`` holds takes: the tensors of its
+    ``model.safetensors`` but those of a copy of the backbone (a momentum or a fixed encoder, which
+    only training uses), the backbone's pooling layer once more (sentence-transformers' ``2_Dense``),
+    the tokenizer and configuration files beside them, and a few small files. Read from the
+    safetensors header and the file sizes, without loading anything."""
+    shapes = {}
+    with safe_open(os.path.join(checkpoint, SAFE_WEIGHTS_NAME), framework="pt") as f:
+        for key in f.keys():
+            tensor = f.get_slice(key)
+            shapes[key] = (tuple(tensor.get_shape()), tensor.get_dtype())
+    groups = {}
+    for key, shape in shapes.items():
+        prefix, _, rest = key.partition(".")
+        groups.setdefault(prefix, {})[rest] = shape
+    backbone = groups.get("backbone", {})
+    copies = {g for g, keys in groups.items() if g != "backbone" and keys and keys.items() <= backbone.items()}
+    exported = [shape for group, keys in groups.items() if group not in copies for shape in keys.values()]
+    exported += [shape for rest, shape in backbone.items() if rest.startswith("pooler.dense.")]
+    size = sum(math.prod(dims) * _DTYPE_BYTES.get(dtype, 4) for dims, dtype in exported)
+    for entry in os.scandir(checkpoint):
+        state = entry.name.endswith(".safetensors") or _TRAINER_STATE_FILES.match(entry.name)
+        if entry.is_file() and not state and entry.name != TRAINER_STATE_NAME:
+            size += entry.stat().st_size
+    return size + _EXPORT_SMALL_FILES
+
+
+_DTYPE_BYTES = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "F16": 2, "BF16": 2, "I16": 2, "U8": 1, "I8": 1, "BOOL": 1}
+
+
+def _in_tail(checkpoint: str | None) -> bool:
+    """Whether training has ended: the Trainer said so, or (a run completing its end without training)
+    the newest checkpoint was saved at the last step."""
+    if PROGRESS.trained:
+        return True
+    if PROGRESS.step is not None or checkpoint is None:
+        return False
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return training_ended(checkpoint)
+    return False
+
+
+def disk_full_error(output_dir: str, err: BaseException, args=None) -> CSEUsageError:
     """The refusal of a run stopped by a full disk: what it was writing and how much of it was written,
-    the free space, and the size of a complete checkpoint of this run, which is what resuming needs."""
+    the free space, and what the same command needs to go on: during training, the size of a complete
+    checkpoint of this run (what resuming writes next); once training has ended, the size of the
+    export (:func:`export_size`), which is what completing the run writes. ``args``: the run's
+    training arguments."""
     named = next((cause.filename for cause in exception_chain(err) if getattr(cause, "filename", None)), None)
     target = named if named is not None else _newest_entry(output_dir)
     if target.endswith(TMP_SUFFIX) and not os.path.exists(target):
@@ -233,8 +293,16 @@ def disk_full_error(output_dir: str, err: BaseException) -> CSEUsageError:
     else:
         written = f"{human_size(_tree_size(target))} of it written"
     message = f"no space left on device writing {target} ({written}; {free_space(target)})"
-    checkpoint = PROGRESS.checkpoint
-    if checkpoint is not None and os.path.isdir(checkpoint) and os.path.abspath(checkpoint) != os.path.abspath(target):
+    checkpoint = newest_complete_checkpoint(output_dir, args)
+    inside = checkpoint is not None and os.path.abspath(target).startswith(os.path.abspath(checkpoint) + os.sep)
+    if checkpoint is not None and not inside and _in_tail(checkpoint):
+        size = human_size(export_size(checkpoint))
+        message += f"; training has ended, and the export of its model takes about {size}"
+        hint = (
+            f"free at least {size} on the file system of {output_dir} and rerun the same command: it completes "
+            f"the run from {checkpoint}"
+        )
+    elif checkpoint is not None and not inside and os.path.abspath(checkpoint) != os.path.abspath(target):
         size = human_size(_tree_size(checkpoint))
         message += f"; a complete checkpoint of this run, {checkpoint}, takes {size}"
         hint = (
@@ -376,7 +444,7 @@ def output_dir_lock(training_args):
         raise
     except Exception as err:
         if is_disk_full(err) or _space_exhausted(output_dir):
-            raise disk_full_error(output_dir, err) from err
+            raise disk_full_error(output_dir, err, training_args) from err
         raise
     finally:
         if lock is not None:
