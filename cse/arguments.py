@@ -526,11 +526,12 @@ def parse_args(dataclass_types, argv: list[str] | None = None):
     """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses. A leading ``.json``/``.yaml``
     path supplies values, typed as the file types them (``null``, mappings and lists included), that
     later flags override. Refused (``CSEUsageError``, one line and a hint) before any dataclass is
-    built: unknown names, in the file or on the command line, abbreviated flags, a value of the wrong
-    kind, NaN or infinite numbers, a training argument outside its range (:func:`training_ranges`; the
-    other dataclasses check theirs when built), 0 epochs without ``--max_steps``; after: ``save_steps``
-    without ``save_strategy: steps``, a global batch under 2 and, for a training run, an
-    ``--output_dir`` holding something other than a run (:func:`cse.run_dir.check_run_directory`)."""
+    built: unknown names, in the file or on the command line, abbreviated flags, an empty value, a
+    value of the wrong kind, NaN or infinite numbers, a training argument outside its range
+    (:func:`training_ranges`; the other dataclasses check theirs when built), 0 epochs without
+    ``--max_steps``; after: ``save_steps`` without ``save_strategy: steps``, a global batch under 2
+    and, for a training run, an ``--output_dir`` holding something other than a run
+    (:func:`cse.run_dir.check_run_directory`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = ArgumentParser(dataclass_types, allow_abbrev=False)
     given = given_flags(argv)
@@ -553,6 +554,13 @@ def parse_args(dataclass_types, argv: list[str] | None = None):
     # Before the dataclasses are built: their own checks would misreport a NaN (every comparison is
     # false) or a value out of range (the Trainer replaces --eval_steps 0 with --logging_steps).
     values = vars(parser.parse_known_args(args=argv)[0])
+    # An empty path or name given on purpose is a mistake (an unset shell variable): `--train_file ""`
+    # would otherwise train on the default corpus, `--output_dir ""` fail after the model is loaded.
+    empty = sorted(name for name in given if values.get(name) == "")
+    if empty:
+        raise CSEUsageError(
+            f"--{empty[0]} is empty", hint=f"give --{empty[0]} a value, or leave it out for its default"
+        )
     check_finite(values)
     check_values(values, training_ranges(dataclass_types))
     if any(issubclass(dtype, TrainingArguments) for dtype in dataclass_types):

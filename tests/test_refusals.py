@@ -190,6 +190,31 @@ def test_a_config_file_that_is_missing_or_a_directory_is_refused(capsys, tmp_pat
     assert error == f"error: config file {tmp_path / 'dir.yaml'} is a directory"
 
 
+@pytest.mark.parametrize(
+    "flags,said",
+    [
+        (["--output_dir", ""], "--output_dir is empty"),
+        (["--train_file", ""], "--train_file is empty"),
+        (["--senteval_data_dir="], "--senteval_data_dir is empty"),
+        (["--temp="], "argument --temp: invalid float value: ''"),
+    ],
+)
+def test_an_empty_value_is_refused_rather_than_replaced_by_a_default(flags, said, capsys, tmp_path):
+    """An unset shell variable (`--train_file "$CORPUS"`) would otherwise train on the default corpus."""
+    out = tmp_path / "out"
+    error, _ = refused(
+        capsys, run_simcse.main, [*(["--output_dir", str(out)] if "--output_dir" not in flags else []), *flags]
+    )
+    assert error == f"error: {said}"
+    assert_nothing_written(out)
+
+
+def test_an_empty_value_in_a_config_file_is_refused(capsys, tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text('train_file: ""\n')
+    assert refused(capsys, run_simcse.main, [str(config), "--output_dir", "o"])[0] == "error: --train_file is empty"
+
+
 # --- the output directory ----------------------------------------------------------------------
 
 
