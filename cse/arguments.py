@@ -300,6 +300,18 @@ def check_output_dir(path: str) -> None:
         )
 
 
+def check_resume_path(path: str | None) -> None:
+    """Refuse a ``--resume_from_checkpoint`` that is not a directory, before any work (the Trainer would
+    fail after the corpus is tokenised, or read a file as a folder)."""
+    if path is not None and not os.path.isdir(path):
+        why = "is a file" if os.path.exists(path) else "does not exist"
+        raise CSEUsageError(
+            f"--resume_from_checkpoint {path} {why}: it names a checkpoint folder",
+            hint="name a run's checkpoint-N folder, or leave the flag out: the same command resumes from the newest "
+            "complete checkpoint in --output_dir",
+        )
+
+
 def check_output_file(path: str, flag: str) -> None:
     """Refuse, before any work, an output file (``--output_json``) that could not be written when the
     work is done: a directory, a path through a file, a directory this user may not write."""
@@ -593,5 +605,6 @@ def parse_args(dataclass_types, argv: list[str] | None = None):
             check_save_steps(args, given)
         if isinstance(args, CSETrainingArguments):
             check_global_batch(args)
+            check_resume_path(args.resume_from_checkpoint)
             check_run_directory(args.output_dir, own=(config_file,) if config_file else ())
     return tuple(outputs)

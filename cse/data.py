@@ -15,6 +15,7 @@ import os
 import datasets
 import numpy as np
 import torch
+from datasets.exceptions import DatasetNotFoundError
 from scipy.special import gammaln, logsumexp
 
 from .errors import CSEUsageError
@@ -114,7 +115,14 @@ def load_corpus(
         )
     if dataset_name:
         source = dataset_name
-        corpus = datasets.load_dataset(dataset_name, dataset_config_name, split="train", cache_dir=cache_dir)
+        try:
+            corpus = datasets.load_dataset(dataset_name, dataset_config_name, split="train", cache_dir=cache_dir)
+        except (ConnectionError, FileNotFoundError, DatasetNotFoundError) as err:
+            # datasets' own account (offline, no such dataset or configuration) comes first
+            raise CSEUsageError(
+                f"cannot load the dataset {dataset_name}: {str(err).strip().splitlines()[0]}",
+                hint="pass a local --train_file, or download the dataset once with HF_DATASETS_OFFLINE unset",
+            ) from err
     else:
         path = train_file or default_train_file()
         source = path

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -482,3 +483,23 @@ def test_a_damaged_run_args_json_is_refused_naming_it(capsys, tiny_bert, tmp_pat
         f"--output_dir (or delete {out})"
     )
     assert sorted(os.listdir(out)) == ["checkpoint-2", "run_args.json"]
+
+
+def test_a_resume_from_checkpoint_that_is_not_a_folder_is_refused_before_work(capsys, tiny_bert, tmp_path):
+    out = tmp_path / "out"
+    for path, why in [(tmp_path / "gone", "does not exist"), (Path(tiny_bert) / "config.json", "is a file")]:
+        error, hint = refused(
+            capsys, run_simcse.main, train_argv(tiny_bert, out, "--resume_from_checkpoint", str(path))
+        )
+        assert error == f"error: --resume_from_checkpoint {path} {why}: it names a checkpoint folder"
+    assert_nothing_written(out)
+
+
+def test_a_hub_dataset_that_cannot_be_loaded_is_one_line(capsys, tiny_bert, tmp_path):
+    out = tmp_path / "out"
+    argv = [*train_argv(tiny_bert, out), "--dataset_name", "nobody/no-such-corpus"]
+    argv[argv.index("--train_file") : argv.index("--train_file") + 2] = []
+    error, hint = refused(capsys, run_simcse.main, argv)
+    assert error.startswith("error: cannot load the dataset nobody/no-such-corpus: ")
+    assert hint == "  hint: pass a local --train_file, or download the dataset once with HF_DATASETS_OFFLINE unset"
+    assert_nothing_written(out)
