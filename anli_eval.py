@@ -27,13 +27,14 @@ from transformers import (
     set_seed,
 )
 
-from cse.arguments import parse_args
+from cse.arguments import check_output_dir, parse_args
 from cse.atomic import write_json
 from cse.environment import check_min_versions, collect_environment
 from cse.errors import CSEUsageError, run_cli
 from cse.evaluation.anli import NLI_LABELS, ROUNDS, accuracy_table, load_source, nli_split, training_mix
 from cse.modeling import check_model_path
 from cse.pipeline import check_precision
+from cse.ranges import RANGE, at_least, check_fields
 from cse.results import markdown_table
 
 
@@ -47,10 +48,16 @@ class ANLIArguments:
     )
     anli: str = field(default="facebook/anli", metadata={"help": "ANLI: train_r*, dev_r*, test_r* splits."})
     anli_upsampling: list[int] = field(
-        default_factory=lambda: [10, 20, 10], metadata={"help": "Times each ANLI training round is repeated."}
+        default_factory=lambda: [10, 20, 10],
+        metadata={"help": "Times each ANLI training round is repeated.", RANGE: at_least(0)},
     )
-    max_seq_length: int = field(default=156, metadata={"help": "Premise + hypothesis are truncated to this."})
+    max_seq_length: int = field(
+        default=156, metadata={"help": "Premise + hypothesis are truncated to this.", RANGE: at_least(2)}
+    )
     cache_dir: str | None = field(default=None, metadata={"help": "Where hub downloads are cached."})
+
+    def __post_init__(self):
+        check_fields(self)
 
 
 @dataclass
@@ -68,6 +75,7 @@ def main(argv=None) -> dict:
     anli_args, training_args = parse_args((ANLIArguments, ANLITrainingArguments), argv)
     if len(anli_args.anli_upsampling) != len(ROUNDS):
         raise CSEUsageError(f"--anli_upsampling takes one count per round, got {anli_args.anli_upsampling}")
+    check_output_dir(training_args.output_dir)
     model_path = check_model_path(anli_args.model_name_or_path, anli_args.cache_dir)
     check_precision(training_args)
     set_seed(training_args.seed)

@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from cse.arguments import check_output_file
 from cse.atomic import write_json
 from cse.environment import check_min_versions, collect_environment
 from cse.errors import run_cli
@@ -24,9 +25,16 @@ from cse.evaluation.analysis import stsb_analysis
 from cse.modeling import CSE_CONFIG_NAME, load_model
 from cse.paths import senteval_dir
 from cse.pooling import POOLERS
+from cse.ranges import Range, at_least, check_values
 from cse.results import markdown_table
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+# The values of the numeric flags that make sense (cse.ranges), checked before any work.
+RANGES = {
+    "batch_size": (at_least(1), "sentences per encoding batch (default 128)"),
+    "max_seq_length": (at_least(2), "leave room for the special tokens, or leave it out: no truncation"),
+    "seed": (Range(0, 2**32 - 1, integer=True), "a whole number in [0, 2^32 - 1] (SentEval's 1111)"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv=None):
-    return build_parser().parse_args(argv)
+    """The command line's arguments; numbers out of range and an --output_json that could not be
+    written are refused before any work."""
+    args = build_parser().parse_args(argv)
+    check_values(vars(args), RANGES)
+    if args.output_json:
+        check_output_file(args.output_json, "--output_json")
+    return args
 
 
 def main(argv=None) -> dict:

@@ -12,6 +12,8 @@ import json
 import logging
 import os
 import sys
+import types
+import typing
 from dataclasses import dataclass, field, fields
 from difflib import get_close_matches
 
@@ -23,7 +25,17 @@ from transformers.trainer_utils import HubStrategy
 from .errors import CSEUsageError, nearest_existing
 from .paths import MissingDataError
 from .pooling import POOLERS, check_pooler
-from .reliability import check_finite_arguments
+from .ranges import (
+    RANGE,
+    Range,
+    at_least,
+    check_fields,
+    check_finite,
+    check_values,
+    declared_ranges,
+    positive,
+)
+from .run_dir import check_run_directory
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +53,9 @@ class ModelArguments:
         default="cls",
         metadata={"help": "Pooler used in training (cls = [CLS] + linear/tanh head).", "choices": list(POOLERS)},
     )
-    temp: float = field(default=0.05, metadata={"help": "Softmax temperature tau of the contrastive loss."})
+    temp: float = field(
+        default=0.05, metadata={"help": "Softmax temperature tau of the contrastive loss.", RANGE: positive}
+    )
     mlp_only_train: bool | None = field(
         default=None,
         metadata={
@@ -60,6 +74,7 @@ class ModelArguments:
     )
 
     def __post_init__(self):
+        check_fields(self)
         if self.attn_implementation not in ATTENTION_IMPLEMENTATIONS:
             raise CSEUsageError(
                 f"--attn_implementation must be one of {', '.join(ATTENTION_IMPLEMENTATIONS)}, "
@@ -88,7 +103,13 @@ class DataArguments:
         default=None,
         metadata={"help": "Column holding the sentences (CSV or hub data); default: the only column, else 'text'."},
     )
-    max_seq_length: int = field(default=32, metadata={"help": "Training sentences are truncated to this many tokens."})
+    max_seq_length: int = field(
+        default=32,
+        metadata={
+            "help": "Training sentences are truncated to this many tokens (at most the model's positions).",
+            RANGE: at_least(2, hint="leave room for the special tokens: 2 or more (32 is SimCSE's)"),
+        },
+    )
     pad_to_max_length: bool = field(
         default=False,
         metadata={
@@ -96,7 +117,9 @@ class DataArguments:
             "which torch.compile's CUDA graphs (--torch_compile_mode reduce-overhead) need. Padding is masked."
         },
     )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N sentences."})
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "Keep only the first N sentences.", RANGE: at_least(1)}
+    )
     allow_binary_corpus: bool = field(
         default=False,
         metadata={
@@ -105,7 +128,9 @@ class DataArguments:
             "refused, as it is usually the wrong file."
         },
     )
-    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"help": "Processes for tokenisation.", RANGE: at_least(1)}
+    )
     overwrite_cache: bool = field(default=False, metadata={"help": "Re-tokenise even if a cached copy exists."})
     senteval_data_dir: str | None = field(
         default=None,
@@ -113,6 +138,7 @@ class DataArguments:
     )
 
     def __post_init__(self):
+        check_fields(self)
         if self.train_file is not None:
             check_train_file(self.train_file)
 
@@ -129,9 +155,13 @@ class CSETrainingArguments(TrainingArguments):
         default=128, metadata={"help": "Sentences per encoding batch in evaluation."}
     )
     learning_rate: float = field(default=3e-5, metadata={"help": "Peak learning rate (linear decay)."})
-    num_train_epochs: float = field(default=1.0, metadata={"help": "Epochs over the corpus."})
+    num_train_epochs: float = field(
+        default=1.0, metadata={"help": "Epochs over the corpus (unless --max_steps is set)."}
+    )
     eval_strategy: str = field(default="steps", metadata={"help": "Evaluate on STS-B dev every eval_steps."})
-    eval_steps: float | None = field(default=125, metadata={"help": "Steps between STS-B dev evaluations."})
+    eval_steps: float | None = field(
+        default=125, metadata={"help": "Steps between STS-B dev evaluations (a fraction < 1: of the run's steps)."}
+    )
     save_strategy: str = field(
         default="best",
         metadata={
@@ -322,7 +352,13 @@ def check_train_file(path: str) -> None:
 
 def check_output_dir(path: str) -> None:
     """Refuse, before any work, an ``--output_dir`` the run could not write: an existing file, a path
-    through a file, a directory on a read-only file system or one this user may not write."""
+    through a file, a link to nowhere, a directory on a read-only file system or one this user may not
+    write."""
+    if os.path.islink(os.path.normpath(path)) and not os.path.exists(path):
+        raise CSEUsageError(
+            f"--output_dir {path} is a symbolic link to {os.readlink(os.path.normpath(path))}, which does not exist",
+            hint="create the directory it points to, or choose another --output_dir",
+        )
     if os.path.exists(path) and not os.path.isdir(path):
         raise CSEUsageError(
             f"--output_dir {path} exists and is not a directory", hint="choose another --output_dir, or move the file"
@@ -337,6 +373,32 @@ def check_output_dir(path: str) -> None:
             f"--output_dir {path} cannot be written: {existing} is {why}",
             hint="choose an --output_dir on a writable file system",
         )
+
+
+def check_resume_path(path: str | None) -> None:
+    """Refuse a ``--resume_from_checkpoint`` that is not a directory, before any work (the Trainer would
+    fail after the corpus is tokenised, or read a file as a folder)."""
+    if path is not None and not os.path.isdir(path):
+        why = "is a file" if os.path.exists(path) else "does not exist"
+        raise CSEUsageError(
+            f"--resume_from_checkpoint {path} {why}: it names a checkpoint folder",
+            hint="name a run's checkpoint-N folder, or leave the flag out: the same command resumes from the newest "
+            "complete checkpoint in --output_dir",
+        )
+
+
+def check_output_file(path: str, flag: str) -> None:
+    """Refuse, before any work, an output file (``--output_json``) that could not be written when the
+    work is done: a directory, a path through a file, a directory this user may not write."""
+    if os.path.isdir(path):
+        raise CSEUsageError(
+            f"{flag} {path} is a directory", hint=f"name a file, e.g. {flag} {os.path.join(path, 'results.json')}"
+        )
+    existing = nearest_existing(os.path.dirname(os.path.abspath(path)))
+    if not os.path.isdir(existing):
+        raise CSEUsageError(f"{flag} {path} goes through {existing}, a file", hint="correct the path")
+    if not os.access(existing, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise CSEUsageError(f"{flag} {path} cannot be written by this user", hint="choose a path you may write")
 
 
 def check_launch(training_args) -> None:
@@ -362,16 +424,172 @@ def check_launch(training_args) -> None:
 
 
 def read_config_file(path: str) -> dict:
+    """The mapping of argument names to values that the ``.json``/``.yaml`` file ``path`` holds; a
+    file that is missing, empty, not UTF-8, not valid JSON or YAML, or not a mapping is refused in one
+    line."""
+    if os.path.isdir(path):
+        raise CSEUsageError(f"config file {path} is a directory", hint="pass the .json or .yaml file itself")
     if not os.path.isfile(path):
-        raise MissingDataError(f"config file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f) if path.endswith(".json") else yaml.safe_load(f)
+        raise MissingDataError(f"config file not found: {path}", hint="check the path (the config file goes first)")
+    kind = "JSON" if path.endswith(".json") else "YAML"
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        config = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+    except UnicodeDecodeError as err:
+        raise CSEUsageError(
+            f"config file {path} is not UTF-8 text (byte {err.start}: {err.object[err.start : err.start + 1]!r})",
+            hint=f"pass a {kind} file of argument names and values, saved as UTF-8",
+        ) from None
+    except (ValueError, yaml.YAMLError) as err:
+        where = " ".join(str(err).split())
+        raise CSEUsageError(
+            f"config file {path} is not valid {kind}: {where}", hint=f"correct the {kind} syntax at the place named"
+        ) from None
+    if config is None or config == {}:
+        raise CSEUsageError(
+            f"config file {path} is empty: it sets no argument",
+            hint="write one `name: value` per line (e.g. learning_rate: 3e-5; see configs/), or leave the file out",
+        )
     if not isinstance(config, dict):
-        raise CSEUsageError(f"{path} must hold a mapping of argument names to values")
+        raise CSEUsageError(
+            f"config file {path} holds a {type(config).__name__}, not a mapping of argument names to values",
+            hint="write one `name: value` per line (see configs/)",
+        )
     return config
 
 
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+
+# The numeric fields of TrainingArguments (whichever subclass redeclares them) that a run reads, with
+# the values that make sense (cse.ranges).
+TRAINER_RANGES = {
+    "learning_rate": Range(0, low_open=True, hint="a positive peak learning rate (SimCSE, BERT-base: 3e-5)"),
+    "num_train_epochs": Range(0, hint="1 (the default) or more epochs, or --max_steps N"),
+    "per_device_train_batch_size": at_least(1, hint="sentences per device and step (SimCSE: 64)"),
+    "per_device_eval_batch_size": at_least(1, hint="sentences per encoding batch (default 128)"),
+    "eval_steps": Range(0, low_open=True, hint="evaluate every N > 0 steps (SimCSE: 125), or pass --eval_strategy no"),
+    "logging_steps": Range(0, low_open=True, hint="log every N > 0 steps (a fraction < 1: of the run's steps)"),
+    "save_total_limit": at_least(1, hint="keep 1 or more checkpoints (null in a config file keeps all)"),
+    "max_steps": Range(
+        1, integer=True, also=(-1,), hint="-1 (the default) trains --num_train_epochs epochs; N > 0 trains N steps"
+    ),
+    "gradient_accumulation_steps": at_least(1, hint="1 (the default) steps the optimizer after every batch"),
+    "warmup_steps": Range(0, hint="0 for no warm-up, N steps, or a fraction < 1 of the run's steps"),
+    "weight_decay": Range(0, hint="AdamW's decoupled weight decay: 0 (the default) or a small positive value"),
+    "adam_beta1": Range(0, 1, high_open=True, hint="AdamW's beta1 lies in [0, 1) (default 0.9)"),
+    "adam_beta2": Range(0, 1, high_open=True, hint="AdamW's beta2 lies in [0, 1) (default 0.999)"),
+    "adam_epsilon": Range(0, low_open=True, hint="AdamW's epsilon is a small positive number (default 1e-8)"),
+    "max_grad_norm": Range(0, hint="the gradient-norm clip: positive, or 0 for no clipping (default 1.0)"),
+    "save_steps": Range(0, low_open=True, hint="save every N > 0 steps (a fraction < 1: of the run's steps)"),
+    "seed": Range(0, 2**32 - 1, integer=True, hint="a whole number in [0, 2^32 - 1] (numpy's seeds)"),
+    "data_seed": Range(0, 2**32 - 1, integer=True, hint="a whole number in [0, 2^32 - 1] (numpy's seeds)"),
+    "dataloader_num_workers": at_least(0, hint="0 (the default) loads batches in the main process"),
+    "eval_accumulation_steps": at_least(1, hint="leave it out to gather evaluation outputs once"),
+}
+
+
+class ArgumentParser(HfArgumentParser):
+    """``HfArgumentParser`` that keeps a field's range (:data:`cse.ranges.RANGE`) out of argparse and
+    turns argparse's own refusals (``--learning_rate abc``, a missing required flag) into a
+    ``CSEUsageError``: one line and a hint rather than the whole usage text."""
+
+    def add_argument(self, *args, **kwargs):
+        kwargs.pop(RANGE, None)
+        return super().add_argument(*args, **kwargs)
+
+    def error(self, message):
+        raise CSEUsageError(message, hint="see --help for each flag and the values it takes")
+
+
+def training_ranges(dataclass_types) -> dict[str, tuple[Range, str | None]]:
+    """The ranges of the ``TrainingArguments`` among ``dataclass_types``: :data:`TRAINER_RANGES` and any
+    a subclass's own fields declare. They are checked on the parsed values (:func:`parse_args`), not when the
+    dataclass is built: the Trainer's own ``__post_init__`` would first replace some of them
+    (``--eval_steps 0`` by ``--logging_steps``), and code may build one for a test (a learning rate of
+    0 isolates another part's update). The other dataclasses check their own fields when built."""
+    training = [dtype for dtype in dataclass_types if issubclass(dtype, TrainingArguments)]
+    ranges = {name: (allowed, None) for name, allowed in TRAINER_RANGES.items()} if training else {}
+    ranges.update(declared_ranges(training))
+    return ranges
+
+
+def _scalar_type(annotation):
+    """``int``, ``float``, ``str`` or ``bool`` for a field annotated so (``X | None`` included), or
+    ``list[X]`` as ``(list, X)``; None for anything else (unions with enums, dicts)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return _scalar_type(args[0]) if len(args) == 1 else None
+    if typing.get_origin(annotation) is list and len(args) == 1 and args[0] in (int, float, str):
+        return (list, args[0])
+    return annotation if annotation in (int, float, str, bool) else None
+
+
+def _fits(value, expected) -> bool:
+    if expected is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, expected)
+
+
+_TYPE_WORDS = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}
+
+
+def check_config_types(path: str, config: dict, dataclass_types) -> None:
+    """Refuse a config-file value of the wrong kind (``learning_rate: [1, 2]``, ``output_dir: 5``,
+    ``max_steps: 2.5``, ``temp: null``), which argparse passes on unread (a list for a text field is
+    left to the command that reads it: run_cse.py's ``parts``). A string is left to argparse,
+    which reads ``learning_rate: "1e-5"`` as a number and refuses ``"abc"``."""
+    annotations = {}
+    optional = set()
+    for dtype in dataclass_types:
+        hints = typing.get_type_hints(dtype)
+        for f in fields(dtype):
+            annotations.setdefault(f.name, hints[f.name])
+            if type(None) in typing.get_args(hints[f.name]):
+                optional.add(f.name)
+    for name, value in config.items():
+        expected = _scalar_type(annotations.get(name))
+        if expected is None or isinstance(value, str):
+            continue
+        if value is None:
+            if name in optional:
+                continue
+            wrong = True
+            said = _TYPE_WORDS[expected] if expected in _TYPE_WORDS else f"a list of {_TYPE_WORDS[expected[1]]}s"
+        elif isinstance(expected, tuple):
+            wrong = not (isinstance(value, list) and all(_fits(v, expected[1]) for v in value))
+            said = f"a list of {_TYPE_WORDS[expected[1]]}s"
+        else:
+            # a text field may take a list where its command reads one (run_cse.py's parts), not a number
+            wrong = not _fits(value, expected) and not (expected is str and isinstance(value, (list, dict)))
+            said = _TYPE_WORDS[expected]
+        if wrong:
+            raise CSEUsageError(
+                f"{path}: {name} must be {said}, got {value!r}",
+                hint=f"write `{name}: <{said}>`, or leave the key out for its default",
+            )
+
+
+def check_training_length(values: dict) -> None:
+    """A run of 0 epochs and no ``--max_steps`` would train nothing and export the untrained model."""
+    if values.get("max_steps", -1) <= 0 and values.get("num_train_epochs", 1) == 0:
+        raise CSEUsageError(
+            "--num_train_epochs 0 without --max_steps trains nothing: the run would export the untrained model",
+            hint="pass --num_train_epochs 1 (or more), or --max_steps N",
+        )
+
+
+def check_global_batch(training_args) -> None:
+    """In-batch contrastive learning needs 2 sentences or more in each global batch."""
+    global_batch = training_args.per_device_train_batch_size * training_args.world_size
+    if global_batch < 2:
+        raise CSEUsageError(
+            f"the global batch is {global_batch} sentence(s): in-batch contrastive learning needs at least 2 "
+            "(each sentence's negatives are the other sentences of the batch)",
+            hint="pass --per_device_train_batch_size 2 or more (SimCSE: 64)",
+        )
 
 
 def given_flags(argv: list[str]) -> set[str]:
@@ -391,28 +609,50 @@ def check_save_steps(training_args, given: set[str]) -> None:
         )
 
 
-def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | None = None):
+def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | None = None, config_path=None):
     """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses. A leading ``.json``/``.yaml``
     path supplies values, typed as the file types them (``null``, mappings and lists included), that
-    later flags override (or ``config``, such values read already). Unknown names, in the file or on
-    the command line, abbreviated flags and NaN or infinite numbers are errors (``CSEUsageError``), as
-    is ``save_steps`` without ``save_strategy: steps``."""
+    later flags override (or ``config``, such values the caller read already from ``config_path``). Refused (``CSEUsageError``, one
+    line and a hint) before any dataclass is built: unknown names, in the file or on the command line,
+    abbreviated flags, an empty value, a value of the wrong kind, NaN or infinite numbers, a training
+    argument outside its range (:func:`training_ranges`; the other dataclasses check theirs when
+    built), 0 epochs without ``--max_steps``; after: ``save_steps`` without ``save_strategy: steps``, a
+    global batch under 2 and, for a training run, an ``--output_dir`` holding something other than a
+    run (:func:`cse.run_dir.check_run_directory`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = HfArgumentParser(dataclass_types, allow_abbrev=False)
+    parser = ArgumentParser(dataclass_types, allow_abbrev=False)
     given = given_flags(argv)
     known = [f.name for dtype in dataclass_types for f in fields(dtype) if f.init]
-    if config is None and argv and argv[0].endswith(CONFIG_SUFFIXES):
+    config_file = argv[0] if config is None and argv and argv[0].endswith(CONFIG_SUFFIXES) else config_path
+    if config is None and config_file is not None:
         config = read_config_file(argv[0])
-        unknown = sorted(set(config) - set(known))
-        if unknown:
-            raise CSEUsageError(f"{argv[0]}: unknown argument(s) {', '.join(unknown)}")
         argv = argv[1:]
+    unknown = sorted(set(config or ()) - set(known))
+    if unknown:
+        close = [match for name in unknown for match in get_close_matches(name, known, 1)]
+        raise CSEUsageError(
+            f"{config_file}: unknown argument(s) {', '.join(unknown)}",
+            hint=f"did you mean {close[0]}?" if close else "see --help for the arguments a config file may set",
+        )
     if config:
+        check_config_types(config_file or "the config file", config, dataclass_types)
         # File values become the parser's defaults, so that flags given after the file win.
         parser.set_defaults(**config)
         given |= set(config)
-    # Before the dataclasses are built: their own checks would misreport a NaN (every comparison is false).
-    check_finite_arguments(vars(parser.parse_known_args(args=argv)[0]))
+    # Before the dataclasses are built: their own checks would misreport a NaN (every comparison is
+    # false) or a value out of range (the Trainer replaces --eval_steps 0 with --logging_steps).
+    values = vars(parser.parse_known_args(args=argv)[0])
+    # An empty path or name given on purpose is a mistake (an unset shell variable): `--train_file ""`
+    # would otherwise train on the default corpus, `--output_dir ""` fail after the model is loaded.
+    empty = sorted(name for name in given if values.get(name) == "")
+    if empty:
+        raise CSEUsageError(
+            f"--{empty[0]} is empty", hint=f"give --{empty[0]} a value, or leave it out for its default"
+        )
+    check_finite(values)
+    check_values(values, training_ranges(dataclass_types))
+    if any(issubclass(dtype, TrainingArguments) for dtype in dataclass_types):
+        check_training_length(values)
     try:
         *outputs, remaining = parser.parse_args_into_dataclasses(
             args=argv, look_for_args_file=False, return_remaining_strings=True
@@ -421,7 +661,9 @@ def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | No
         raise
     except ValueError as err:
         # The dataclasses' own checks (the Trainer's included) judge the user's values.
-        raise CSEUsageError(str(err)) from err
+        raise CSEUsageError(
+            " ".join(str(err).split()), hint="correct the value the message names (see --help)"
+        ) from err
     if remaining:
         configs = [arg for arg in remaining if arg.endswith(CONFIG_SUFFIXES) and not arg.startswith("-")]
         if configs:
@@ -437,4 +679,8 @@ def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | No
     for args in outputs:
         if isinstance(args, TrainingArguments):
             check_save_steps(args, given)
+        if isinstance(args, CSETrainingArguments):
+            check_global_batch(args)
+            check_resume_path(args.resume_from_checkpoint)
+            check_run_directory(args.output_dir, own=(config_file,) if config_file else ())
     return tuple(outputs)

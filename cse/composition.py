@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass, field
 
 from . import registry
-from .arguments import CONFIG_SUFFIXES, parse_args, read_config_file
+from .arguments import CONFIG_SUFFIXES, ArgumentParser, parse_args, read_config_file
 from .errors import CSEUsageError
 from .parts import BASE_EQUATION, SLOTS, said_of, why_not
 from .registry import BASE_ARGUMENTS, MethodRecord
@@ -180,9 +180,7 @@ def route(chosen, config: dict, argv: list[str], base: set[str]):
 
 def composed_help(chosen: list[MethodRecord], base_types: tuple[type, ...]) -> str:
     """``--help`` of a composition: the shared flags, then each part's with their spellings."""
-    from transformers import HfArgumentParser
-
-    lines = [HfArgumentParser(base_types, prog="run_cse.py", allow_abbrev=False).format_help()]
+    lines = [ArgumentParser(base_types, prog="run_cse.py", allow_abbrev=False).format_help()]
     for record in chosen:
         if not record.method_arguments:
             continue
@@ -202,8 +200,8 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
     anything else."""
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = select(requested_parts(argv))
-    has_config = bool(argv) and argv[0].endswith(CONFIG_SUFFIXES)
-    config, argv = (read_config_file(argv[0]), argv[1:]) if has_config else ({}, argv)
+    config_path = argv[0] if argv and argv[0].endswith(CONFIG_SUFFIXES) else None
+    config, argv = (read_config_file(config_path), argv[1:]) if config_path else ({}, argv)
     flags = {arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")} | set(config)
     if len(chosen) == 1:
         # the preset: its run script's dataclasses, the part's flags spelled either way
@@ -212,7 +210,8 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
         base = names_of(types) - set(flag_fields(record))
         check_flags_of_other_parts(chosen, flags, base)
         shared, own = route(chosen, config, argv, base)
-        parsed = parse_args(types, [*shared[1], *own[record.name][1]], config={**shared[0], **own[record.name][0]})
+        tokens, values = [*shared[1], *own[record.name][1]], {**shared[0], **own[record.name][0]}
+        parsed = parse_args(types, tokens, config=values, config_path=config_path)
         model_args, data_args, training_args = parsed[:3]
         parts = record.preset(parsed[3] if record.method_arguments else None, model_args)
         return (model_args, data_args, training_args, record, parts, *parsed[len(record.argument_types) + 1 :])
@@ -223,7 +222,7 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
         raise SystemExit(0)
     check_flags_of_other_parts(chosen, flags, base)
     shared, own = route(chosen, config, argv, base)
-    parsed = parse_args(base_types, shared[1], config=shared[0])
+    parsed = parse_args(base_types, shared[1], config=shared[0], config_path=config_path)
     model_args, data_args, training_args = parsed[:3]
     parts = []
     for record in chosen:
@@ -231,7 +230,7 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
         args = None
         if record.method_arguments:
             try:
-                (args,) = parse_args((record.method_arguments,), tokens, config=values)
+                (args,) = parse_args((record.method_arguments,), tokens, config=values, config_path=config_path)
             except CSEUsageError as err:
                 raise CSEUsageError(f"{record.name}: {err.args[0]}", hint=err.hint) from err
         parts.append(record.part(args, model_args))

@@ -16,9 +16,11 @@ import datasets
 import numpy as np
 import torch
 import torch.nn.functional as F
+from datasets.exceptions import DatasetNotFoundError
 from scipy.special import gammaln, logsumexp
 
 from .errors import CSEUsageError
+from .export import position_limit
 from .paths import MissingDataError, default_train_file, require_path
 
 logger = logging.getLogger(__name__)
@@ -30,10 +32,16 @@ BINARY_CHECK_BYTES = 4 << 20
 MAX_UNDECODABLE_SHARE = 0.5
 # Above this share of batches holding some sentence twice (a false negative), the corpus' duplicates are warned about.
 MAX_REPEAT_BATCH_SHARE = 0.01
+# A corpus is refused when a batch is expected to hold fewer distinct sentences than this share of its
+# rows: most rows would then repeat a sentence of their batch, each a false negative.
+MIN_DISTINCT_SHARE = 0.5
 
 
 class EmptyCorpusError(CSEUsageError):
     """The corpus holds no usable sentence."""
+
+
+EMPTY_HINT = "pass a corpus of one sentence a line (e.g. wiki1m_for_simcse.txt, scripts/download_data.sh)"
 
 
 def binary_evidence(path: str, limit: int = BINARY_CHECK_BYTES) -> str | None:
@@ -72,13 +80,19 @@ def count_undecodable_lines(path: str) -> int:
 def _pick_text_column(columns: list[str], text_column: str | None, source: str) -> str:
     if text_column is not None:
         if text_column not in columns:
-            raise CSEUsageError(f"{source} has no column {text_column!r}; its columns are {columns}")
+            raise CSEUsageError(
+                f"{source} has no column {text_column!r}; its columns are {columns}",
+                hint="name the column of sentences with --text_column",
+            )
         return text_column
     if len(columns) == 1:
         return columns[0]
     if "text" in columns:
         return "text"
-    raise CSEUsageError(f"{source} has columns {columns}: say which holds the sentences with --text_column")
+    raise CSEUsageError(
+        f"{source} has columns {columns}: say which holds the sentences",
+        hint=f"add --text_column {columns[0]} (or the column of sentences)",
+    )
 
 
 def load_corpus(
@@ -97,19 +111,31 @@ def load_corpus(
     file that looks binary (:func:`binary_evidence`) is refused unless ``allow_binary_corpus``.
     """
     if train_file and dataset_name:
-        raise CSEUsageError("give either train_file or dataset_name, not both")
+        raise CSEUsageError(
+            "give either train_file or dataset_name, not both", hint="drop --train_file or --dataset_name"
+        )
     if dataset_name:
         source = dataset_name
-        corpus = datasets.load_dataset(dataset_name, dataset_config_name, split="train", cache_dir=cache_dir)
+        try:
+            corpus = datasets.load_dataset(dataset_name, dataset_config_name, split="train", cache_dir=cache_dir)
+        except (ConnectionError, FileNotFoundError, DatasetNotFoundError) as err:
+            # datasets' own account (offline, no such dataset or configuration) comes first
+            raise CSEUsageError(
+                f"cannot load the dataset {dataset_name}: {str(err).strip().splitlines()[0]}",
+                hint="pass a local --train_file, or download the dataset once with HF_DATASETS_OFFLINE unset",
+            ) from err
     else:
         path = train_file or default_train_file()
         source = path
         require_path(path, "training corpus")
         extension = os.path.splitext(path)[1].lower()
         if extension not in LOCAL_FORMATS:
-            raise CSEUsageError(f"training corpus must be .txt or .csv, got {path}")
+            raise CSEUsageError(
+                f"training corpus must be .txt or .csv, got {path}",
+                hint="pass one sentence a line as .txt, or a .csv with a column of sentences (--text_column)",
+            )
         if os.path.getsize(path) == 0:
-            raise EmptyCorpusError(f"training corpus is empty: {path}")
+            raise EmptyCorpusError(f"training corpus is empty: {path}", hint=EMPTY_HINT)
         evidence = None if allow_binary_corpus else binary_evidence(path)
         if evidence:
             raise CSEUsageError(
@@ -152,7 +178,7 @@ def load_corpus(
     # Nothing dropped: the unfiltered table is kept, as reading through the filter's row mapping (even one of
     # every row) is about ten times slower for corpus_statistics' pass over every line.
     if len(corpus) == 0:
-        raise EmptyCorpusError(f"training corpus has no non-blank line: {source}")
+        raise EmptyCorpusError(f"training corpus has no non-blank line: {source}", hint=EMPTY_HINT)
     if max_train_samples is not None:
         corpus = corpus.select(range(min(max_train_samples, len(corpus))))
     logger.info("training corpus %s: %d sentences", source, len(corpus))
@@ -209,6 +235,31 @@ class CorpusStatistics:
         log_no_repeat = log_e[b] - _log_binomial(n, b)
         return float(-np.expm1(log_no_repeat)) if log_no_repeat < 0 else 0.0
 
+    def expected_distinct(self, batch: int) -> float:
+        """The expected number of distinct sentences in a batch of ``batch`` lines (the whole corpus
+        when it is smaller) drawn without replacement: a sentence with c copies is in the batch unless
+        all ``batch`` lines come from the other N - c, so E = sum_c m_c (1 - C(N - c, B) / C(N, B)),
+        in float64 log space."""
+        n = self.sentences
+        b = min(batch, n)
+        counts = np.array(list(self.multiplicities), dtype=np.float64)
+        sentences = np.array(list(self.multiplicities.values()), dtype=np.float64)
+        rest = n - counts
+        log_miss = np.where(rest >= b, _log_binomial(np.maximum(rest, b), b) - _log_binomial(n, b), -np.inf)
+        return float((sentences * -np.expm1(log_miss)).sum())
+
+    def largest_batch(self) -> int:
+        """The largest batch whose expected distinct sentences reach :data:`MIN_DISTINCT_SHARE` of its rows
+        (the share falls as the batch grows: bisection)."""
+        low, high = 1, self.sentences
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.expected_distinct(middle) >= MIN_DISTINCT_SHARE * middle:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
     def settings(self) -> dict[str, int]:
         """What ``run_args.json`` and the model card record (a changed corpus under the same path changes them)."""
         return {"sentences": self.sentences, "distinct": self.distinct}
@@ -225,15 +276,29 @@ def corpus_statistics(corpus: datasets.Dataset, batch_size: int = 1 << 16) -> Co
 
 def check_corpus(statistics: CorpusStatistics, global_batch: int, source: str) -> None:
     """Log the distinct sentences and the duplicate share of a training corpus; refuse one with fewer
-    than 2 distinct sentences (every batch would hold only positives: a constant loss, ln B); warn
-    when more than ``MAX_REPEAT_BATCH_SHARE`` of the batches would hold a sentence twice
-    (:meth:`CorpusStatistics.repeat_probability`)."""
+    than 2 distinct sentences (every batch would hold only positives: a constant loss, ln B) or whose
+    batches cannot hold distinct sentences for most of their rows (:data:`MIN_DISTINCT_SHARE`,
+    :meth:`CorpusStatistics.expected_distinct`); warn when more than ``MAX_REPEAT_BATCH_SHARE`` of the
+    batches would hold a sentence twice (:meth:`CorpusStatistics.repeat_probability`)."""
+    dedup = f"deduplicate it (awk '!seen[$0]++' {source} > deduplicated.txt keeps the first of each)"
     if statistics.distinct < 2:
         raise CSEUsageError(
-            f"training corpus {source} holds {statistics.distinct} distinct sentence(s) in {statistics.sentences:,} "
-            "lines: contrastive learning needs at least 2 different sentences (the others in a batch are the negatives)"
+            f"training corpus {source} holds {statistics.distinct} distinct sentence(s) in "
+            f"{statistics.sentences:,} lines: contrastive learning needs at least 2 different sentences (the others "
+            "in a batch are the negatives)",
+            hint="pass a corpus of different sentences (one a line)",
         )
     batch = min(global_batch, statistics.sentences)
+    distinct = statistics.expected_distinct(batch)
+    if distinct < MIN_DISTINCT_SHARE * batch:
+        largest = statistics.largest_batch()
+        raise CSEUsageError(
+            f"training corpus {source} repeats its {statistics.distinct:,} distinct sentences over "
+            f"{statistics.sentences:,} lines: a batch of {batch} holds {distinct:.1f} distinct sentences on average, "
+            f"so most of its rows repeat a sentence of the batch (a false negative: the loss pushes a sentence away "
+            f"from itself); a batch must hold distinct sentences for at least half of its rows",
+            hint=dedup + (f", or train with a global batch of at most {largest}" if largest >= 2 else ""),
+        )
     repeat = statistics.repeat_probability(batch)
     logger.info(
         "training corpus %s: %s distinct sentences of %s (%.2f%% of the lines repeat another); "
@@ -253,6 +318,18 @@ def check_corpus(statistics: CorpusStatistics, global_batch: int, source: str) -
             source,
             100 * repeat,
             batch,
+        )
+
+
+def check_sequence_length(max_seq_length: int, model) -> None:
+    """Refuse a ``--max_seq_length`` beyond the positions of ``model``'s backbone: a longer sentence
+    would reach the position embeddings' end in the first batch that holds one."""
+    limit = position_limit(model.config, model.tokenizer)
+    if max_seq_length > limit:
+        raise CSEUsageError(
+            f"--max_seq_length {max_seq_length} exceeds the {limit} tokens a sentence of this model "
+            f"({model.config.model_type}, {model.config.max_position_embeddings} positions) can hold",
+            hint=f"pass --max_seq_length {limit} or less (SimCSE: 32)",
         )
 
 

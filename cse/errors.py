@@ -112,7 +112,7 @@ def run_cli(main, argv=None):
     what ``main`` returns. Under torchrun each process prints its own refusal."""
     try:
         result = main() if argv is None else main(argv)
-    except SystemExit:  # a process other than the main one, stopped by a signal (cse.reliability)
+    except SystemExit:  # --help, or a script's own exit
         release_process_group()
         raise
     except Exception as err:

@@ -49,7 +49,8 @@ def _write_json(path: str, data) -> None:
     write_json(path, data)
 
 
-def _max_seq_length(config, tokenizer) -> int:
+def position_limit(config, tokenizer) -> int:
+    """The most tokens the backbone of ``config`` takes in one sentence (and ``tokenizer`` allows)."""
     # RoBERTa's positions start after the padding index: 514 positions hold 512 tokens.
     limit = config.max_position_embeddings - (2 if config.model_type in ("roberta", "xlm-roberta", "camembert") else 0)
     return min(limit, tokenizer.model_max_length)
@@ -103,6 +104,6 @@ def write_sentence_transformers_files(
     _write_json(os.path.join(save_directory, "modules.json"), modules)
     _write_json(
         os.path.join(save_directory, "sentence_bert_config.json"),
-        {"max_seq_length": _max_seq_length(backbone.config, tokenizer), "do_lower_case": False},
+        {"max_seq_length": position_limit(backbone.config, tokenizer), "do_lower_case": False},
     )
     return True

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
-import json
 import logging
 import os
 import re
@@ -36,11 +35,12 @@ from . import atomic
 from .distributed import whole_weights_loading
 from .errors import CSEUsageError
 from .export import write_sentence_transformers_files
+from .file_checks import CHECKED_SUFFIXES, load_json, unreadable
 from .pooling import NEEDS_HIDDEN_STATES, POOLERS, check_pooler, pool
+from .run_dir import CSE_CONFIG_NAME
 
 logger = logging.getLogger(__name__)
 
-CSE_CONFIG_NAME = "cse_config.json"
 # An encoding that lasts longer than this logs its progress this often (a CPU takes minutes for the
 # STS test sets), so that no evaluation is silent for long.
 PROGRESS_SECONDS = 5.0
@@ -93,12 +93,32 @@ def check_model_path(name_or_path: str, cache_dir: str | None = None, require_co
                 f"it exports the best model to {parent}",
             )
         if require_config and not os.path.isfile(os.path.join(path, "config.json")):
-            raise CSEUsageError(f"{name_or_path} has no config.json: not a model directory")
+            checkpoints = sorted(
+                (n for n in os.listdir(path) if re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", n)),
+                key=lambda name: int(name.rsplit("-", 1)[1]),
+            )
+            raise CSEUsageError(
+                f"{name_or_path} has no config.json: not a model directory",
+                hint=f"it holds a run that has not finished ({checkpoints[-1]}): rerun the run's command, which "
+                "completes it and exports the model there"
+                if checkpoints
+                else "pass the directory of an exported model (a finished run's --output_dir) or of a Hugging Face "
+                "model",
+            )
+        check_model_files(path)
         return path
+    if os.path.islink(path):
+        raise CSEUsageError(
+            f"{name_or_path} is a symbolic link to {os.readlink(path)}, which does not exist",
+            hint="correct the link, or pass the model directory itself",
+        )
     if os.path.exists(path):
-        raise CSEUsageError(f"{name_or_path} is a file, not a model directory")
+        raise CSEUsageError(f"{name_or_path} is a file, not a model directory", hint="pass the directory that holds it")
     if looks_local(name_or_path):
-        raise CSEUsageError(f"model directory not found: {name_or_path}")
+        raise CSEUsageError(
+            f"model directory not found: {name_or_path}",
+            hint="check the path (a hub name is owner/name, without a leading ./ or /)",
+        )
     if hub_constants.HF_HUB_OFFLINE and not isinstance(
         try_to_load_from_cache(name_or_path, "config.json", cache_dir=cache_dir), str
     ):
@@ -110,13 +130,29 @@ def check_model_path(name_or_path: str, cache_dir: str | None = None, require_co
     return name_or_path
 
 
+def check_model_files(directory: str) -> None:
+    """Refuse a model or tokenizer directory any of whose weight, configuration or tokenizer files is
+    not whole (:func:`cse.file_checks.unreadable`: cut short by an interrupted copy or download, empty,
+    not the format its name says), naming the file, before anything is loaded."""
+    for name in sorted(os.listdir(directory)):
+        problem = unreadable(os.path.join(directory, name)) if name.endswith(CHECKED_SUFFIXES) else None
+        if problem is not None:
+            raise CSEUsageError(
+                f"{os.path.join(directory, name)} is {problem}",
+                hint="the file is damaged or cut short: copy or download the model directory again",
+            )
+
+
 def read_cse_config(model_dir: str) -> dict:
     """The ``cse_config.json`` this repository writes beside an exported model ({} if absent)."""
     path = os.path.join(model_dir, CSE_CONFIG_NAME)
     if not os.path.isfile(path):
         return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    hint = f"restore the file, or delete it and name the pooler (--pooler {'/'.join(POOLERS)})"
+    config = load_json(path, "the encoder's settings", hint=hint)
+    if not isinstance(config, dict):
+        raise CSEUsageError(f"the encoder's settings {path} hold a {type(config).__name__}, not a mapping", hint=hint)
+    return config
 
 
 class CSEModel(nn.Module):
@@ -189,9 +225,14 @@ class CSEModel(nn.Module):
             with whole_weights_loading():
                 backbone = AutoModel.from_pretrained(model_name_or_path, **backbone_kwargs)
             tokenizer = AutoTokenizer.from_pretrained(tokenizer_name_or_path or model_name_or_path, cache_dir=cache_dir)
-        except OSError as err:
-            # transformers' own account (unreachable hub, unknown repo, missing weights file) comes first
-            raise CSEUsageError(f"cannot load {model_name_or_path}: {str(err).splitlines()[0]}") from err
+        except (OSError, ValueError) as err:
+            # transformers' own account (unreachable hub, unknown repo, missing weights file, a config
+            # it cannot read) comes first
+            raise CSEUsageError(
+                f"cannot load {model_name_or_path}: {str(err).strip().splitlines()[0]}",
+                hint="pass a directory saved by save_pretrained (config.json, the weights and the tokenizer "
+                "files), or a model's hub name",
+            ) from err
         return cls(backbone, tokenizer, pooler_type=pooler_type, mlp_only_train=mlp_only_train)
 
     def reset_head(self) -> None:

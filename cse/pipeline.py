@@ -7,7 +7,6 @@ run stopped before it) and, with ``--push_to_hub``, the upload of the exported e
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import sys
@@ -19,7 +18,7 @@ from transformers import set_seed
 from .arguments import parse_args
 from .atomic import STAGING_NAME, atomic_path, publish, staging_dir, write_json
 from .build import build
-from .data import TwoViewCollator, build_train_dataset, graph_lengths
+from .data import TwoViewCollator, build_train_dataset, check_sequence_length, graph_lengths
 from .environment import check_min_versions, collect_environment
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
@@ -29,7 +28,7 @@ from .parts import Part
 from .paths import default_train_file
 from .registry import MethodRecord
 from .reliability import output_dir_lock
-from .results import markdown_table
+from .results import markdown_table, read_result_json
 from .resume import (
     TRAINER_STATE_NAME,
     check_best_model_loaded,
@@ -90,16 +89,17 @@ def run_method(record: MethodRecord, argv: list[str] | None = None, callbacks=()
 
 
 def train(record: MethodRecord, parts: list[Part], model_args, data_args, training_args, callbacks=()):
-    """Build the parts' model and loss (:func:`cse.build.build`), then what the parts need before the
-    corpus is read (SG-BERT's default corpus and early stopping), then train and evaluate them
-    (:func:`train_built`). Returns the trainer."""
+    """What the parts need before the build (SG-BERT's default corpus and early stopping), the parts'
+    model and loss (:func:`cse.build.build`), then their training and evaluation (:func:`train_built`).
+    The cheap refusals come first: the precision, before a part writes into the output directory.
+    Returns the trainer."""
     setup_logging(training_args)
-    set_seed(training_args.seed)
-    model, loss = build(parts, model_args)
     check_precision(training_args)  # before a part writes into the output directory
     if training_args.cuda_graphs:
         graph_lengths(data_args.max_seq_length, training_args.cuda_graph_lengths)  # refused before any work
     callbacks = [*callbacks, *(callback for part in parts for callback in part.prepare_run(data_args, training_args))]
+    set_seed(training_args.seed)
+    model, loss = build(parts, model_args)
     return train_built(model_args, data_args, training_args, record, parts, model, loss, callbacks)
 
 
@@ -169,6 +169,7 @@ def train_built(model_args, data_args, training_args, record, parts, model, loss
     is read: the Trainer would load it non-strictly. What the run needs at its end is checked before
     it starts: the final evaluation's data (read now; the trainer reads the dev sets when it is
     built). Then the run holds ``output_dir`` throughout (:func:`cse.reliability.output_dir_lock`)."""
+    check_sequence_length(data_args.max_seq_length, model)
     if training_args.resume_from_checkpoint:
         check_checkpoint_matches(model, training_args.resume_from_checkpoint)
     final_suite = (
@@ -239,8 +240,7 @@ def final_report(trainer, final_suite, keep: bool) -> dict:
     args = trainer.args
     path = os.path.join(args.output_dir, f"sts_{args.final_eval}_results.json")
     if keep and os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return read_result_json(path)
     report = trainer.senteval(final_suite)
     if trainer.is_world_process_zero():
         report.update(model=args.output_dir, pooler=trainer.encoder.eval_pooler, environment=collect_environment(args))

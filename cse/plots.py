@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 from collections.abc import Mapping
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from .atomic import write_bytes
 from .errors import CSEUsageError, run_cli
+from .results import read_result_json
 
 GOLD_BINS = ((0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0), (4.0, 5.0))
 
@@ -129,8 +129,7 @@ def main(argv=None) -> None:
         parser.error("two results have the same name: give --names")
     reports = {}
     for name, path in zip(names, args.result_json):
-        with open(path, encoding="utf-8") as f:
-            reports[name] = json.load(f)
+        reports[name] = read_result_json(path)
     try:
         PLOTS[args.plot](reports, args.output_png)
     except ValueError as error:

@@ -1,27 +1,33 @@
 """What keeps a run from silently producing nothing or nonsense: one run per output directory
 (:func:`output_dir_lock`), which also ends a run stopped by SIGINT or SIGTERM, or by a full disk,
-with one line naming where it can resume (:class:`RunProgress`), finite hyperparameters
-(:func:`check_finite_arguments`), a training stopped at the first non-finite loss, gradient norm or
-dev score (:class:`NonFiniteGuard`), and no export of non-finite weights
-(:func:`check_finite_weights`). Torn checkpoints are :mod:`cse.resume`'s. ``docs/reliability.md`` is
+with one line naming where it can resume (:class:`RunProgress`), a training stopped at the first
+non-finite loss, gradient norm or dev score (:class:`NonFiniteGuard`), and no export of non-finite
+weights (:func:`check_finite_weights`). Torn checkpoints are :mod:`cse.resume`'s. ``docs/reliability.md`` is
 the user's account of all of it."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import math
 import os
+import re
+import select
 import shutil
 import signal
 import socket
+import sys
+import threading
 
 import filelock
 import torch
 from accelerate.utils import broadcast_object_list
+from safetensors import safe_open
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.utils import SAFE_WEIGHTS_NAME
 
 from .atomic import TMP_SUFFIX
 from .errors import (
@@ -33,10 +39,10 @@ from .errors import (
     is_disk_full,
     nearest_existing,
 )
+from .resume import TRAINER_STATE_NAME, checkpoint_problem, checkpoints_newest_first, training_ended
+from .run_dir import LOCK_NAME
 
 logger = logging.getLogger(__name__)
-
-LOCK_NAME = ".cse_run.lock"
 
 
 def _lock_holder(path: str) -> tuple[str, str] | None:
@@ -52,16 +58,6 @@ def _lock_holder(path: str) -> tuple[str, str] | None:
     return (lines[0] if lines else "?", lines[1] if len(lines) > 1 else "?")
 
 
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived. Raised in the main thread by the handler :func:`output_dir_lock`
-    installs; a ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception`` on its
-    way swallows it."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
 class RunInterrupted(CSEUsageError):
     """The one line a run stopped by a signal ends with; the exit status is the shell's for a process
     ended by that signal (128 + its number: 130 for SIGINT, 143 for SIGTERM), which schedulers read as
@@ -73,58 +69,135 @@ class RunInterrupted(CSEUsageError):
 
 
 class RunProgress(TrainerCallback):
-    """The step a run has reached and its newest complete checkpoint, as the Trainer reports them:
-    ``on_save`` comes after a checkpoint's last file is written, so one torn by an interruption is
-    never named. One instance (:data:`PROGRESS`) serves the run of the process."""
+    """The step a run has reached and its newest checkpoint, as the Trainer reports them: ``on_save``
+    comes after a checkpoint's last file is written (and after the Trainer's rotation of older ones).
+    One instance (:data:`PROGRESS`) serves the run of the process."""
 
     def __init__(self):
         self.reset()
 
     def reset(self) -> None:
-        self.step, self.checkpoint = None, None
+        self.step, self.checkpoint, self.args, self.trained = None, None, None, False
+        # set by the signal watcher while it waits for the checkpoint being written (output_dir_lock)
+        self.stopping, self.saved = False, threading.Event()
 
     def on_train_begin(self, args, state, control, **kwargs):
         # A resumed run starts at its checkpoint's step; the Trainer has loaded its state by now.
         resumed = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
         self.step, self.checkpoint = state.global_step, resumed if os.path.isdir(resumed) else None
+        self.args = args
 
     def on_step_end(self, args, state, control, **kwargs):
         self.step = state.global_step
 
     def on_save(self, args, state, control, **kwargs):
         self.checkpoint = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        if self.stopping:
+            # a signal came while this checkpoint was written: it is whole now; the watcher ends the
+            # process, and training takes no further step meanwhile
+            self.saved.set()
+            threading.Event().wait()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.trained = True
+
+    def writing(self) -> str | None:
+        """The checkpoint the Trainer is writing now, if any: the folder of the current step, created,
+        and not yet reported saved. (A torn folder left by an earlier attempt is never there: the run
+        set it aside when it started, :func:`cse.resume.set_aside`.)"""
+        if self.args is None or self.step is None:
+            return None
+        folder = os.path.join(self.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.step}")
+        return folder if folder != self.checkpoint and os.path.isdir(folder) else None
 
 
 PROGRESS = RunProgress()
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# How often the signal watcher, while it waits for a checkpoint, looks for a second signal.
+_POLL_SECONDS = 0.05
 
 
-def _raise_interrupted(signum, frame):
-    # A second signal while the first one unwinds stops the process the default way.
-    for stop in _STOP_SIGNALS:
-        signal.signal(stop, signal.SIG_DFL)
-    raise Interrupted(signum)
+# While a run's watcher is installed: each signal it took over -> the handler before it.
+_TAKEN_OVER: dict[int, object] = {}
+
+
+def _give_back_in_child() -> None:
+    """A process forked from a run (a DataLoader worker, a tokenisation process) takes back the signal
+    handling the run took over: its signals are its own, and a worker the DataLoader terminates must
+    die of it, not wake the run's watcher through the inherited wakeup fd."""
+    if not _TAKEN_OVER:
+        return
+    with contextlib.suppress(ValueError):  # forked from a thread other than the main one: nothing was set
+        signal.set_wakeup_fd(-1)
+        for signum, handler in _TAKEN_OVER.items():
+            signal.signal(signum, handler)
+    _TAKEN_OVER.clear()
+
+
+os.register_at_fork(after_in_child=_give_back_in_child)
+
+
+def _ignore(signum, frame):
+    """The Python-level handler: the watcher thread acts (:func:`_stop_on_signals`); installing a
+    Python handler is what makes the interpreter's C handler write the signal to the wakeup fd."""
 
 
 @contextlib.contextmanager
-def _stop_signals_raise():
-    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted`. A signal the process was
+def _stop_on_signals(stop):
+    """Within the block, SIGINT and SIGTERM call ``stop(signum, wake_fd)`` at once in a watcher thread,
+    whatever the main thread is doing: a Python handler runs only when the main thread returns to
+    Python, which a long tokenisation or kernel call delays by seconds. ``stop`` ends the process; it
+    reads ``wake_fd`` to notice a second signal. The interpreter's C handler writes each signal's number
+    to the wakeup fd (``signal.set_wakeup_fd``), which the watcher reads. A signal the process was
     started ignoring (SIGINT in a shell script's background job) stays ignored; only the main thread
-    may set handlers: elsewhere they are left as they are."""
-    previous = {}
-    try:
-        for signum in _STOP_SIGNALS:
-            if signal.getsignal(signum) is not signal.SIG_IGN:
-                previous[signum] = signal.signal(signum, _raise_interrupted)
-    except ValueError:
-        pass
+    may set handlers: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = [signum for signum in _STOP_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    previous = {signum: signal.signal(signum, _ignore) for signum in caught}
+    _TAKEN_OVER.update(previous)
+
+    def watch():
+        while True:
+            select.select([read_fd], [], [])
+            for signum in os.read(read_fd, 64):
+                if signum == 0:  # the block has ended
+                    return
+                if signum in caught:
+                    stop(signum, read_fd)
+
+    watcher = threading.Thread(target=watch, name="cse-stop-signals", daemon=True)
+    watcher.start()
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        _TAKEN_OVER.clear()
+        signal.set_wakeup_fd(previous_fd)
+        os.write(write_fd, b"\0")
+        watcher.join()
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def _wait_until(done: threading.Event, wake_fd: int) -> bool:
+    """Wait until ``done`` is set; False as soon as a second signal arrives on ``wake_fd``, or the block
+    that installed the watcher ends (its 0 byte: the main thread has left, a checkpoint write failed)."""
+    while not done.wait(_POLL_SECONDS):
+        if select.select([wake_fd], [], [], 0)[0] and os.read(wake_fd, 64):
+            return False
+    return True
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _tree_size(path: str) -> int:
@@ -155,9 +228,63 @@ def _space_exhausted(directory: str) -> bool:
         return False
 
 
-def disk_full_error(output_dir: str, err: BaseException) -> CSEUsageError:
+# What an export writes besides the weights and the files it copies from a checkpoint: cse_config.json,
+# the sentence-transformers module files, the model card and the final results (a few KiB each).
+_EXPORT_SMALL_FILES = 256 << 10
+# A checkpoint's files that are the Trainer's state, not the model's: the export writes none of them.
+_TRAINER_STATE_FILES = re.compile(
+    r"^(optimizer\.pt|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|training_args\.bin)$"
+)
+
+
+def export_size(checkpoint: str) -> int:
+    """About how many bytes the export of the model that ``checkpoint`` holds takes: the tensors of its
+    ``model.safetensors`` but those of a copy of the backbone (a momentum or a fixed encoder, which
+    only training uses), the backbone's pooling layer once more (sentence-transformers' ``2_Dense``),
+    the tokenizer and configuration files beside them, and a few small files. Read from the
+    safetensors header and the file sizes, without loading anything."""
+    shapes = {}
+    with safe_open(os.path.join(checkpoint, SAFE_WEIGHTS_NAME), framework="pt") as f:
+        for key in f.keys():
+            tensor = f.get_slice(key)
+            shapes[key] = (tuple(tensor.get_shape()), tensor.get_dtype())
+    groups = {}
+    for key, shape in shapes.items():
+        prefix, _, rest = key.partition(".")
+        groups.setdefault(prefix, {})[rest] = shape
+    backbone = groups.get("backbone", {})
+    copies = {g for g, keys in groups.items() if g != "backbone" and keys and keys.items() <= backbone.items()}
+    exported = [shape for group, keys in groups.items() if group not in copies for shape in keys.values()]
+    exported += [shape for rest, shape in backbone.items() if rest.startswith("pooler.dense.")]
+    size = sum(math.prod(dims) * _DTYPE_BYTES.get(dtype, 4) for dims, dtype in exported)
+    for entry in os.scandir(checkpoint):
+        state = entry.name.endswith(".safetensors") or _TRAINER_STATE_FILES.match(entry.name)
+        if entry.is_file() and not state and entry.name != TRAINER_STATE_NAME:
+            size += entry.stat().st_size
+    return size + _EXPORT_SMALL_FILES
+
+
+_DTYPE_BYTES = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "F16": 2, "BF16": 2, "I16": 2, "U8": 1, "I8": 1, "BOOL": 1}
+
+
+def _in_tail(checkpoint: str | None) -> bool:
+    """Whether training has ended: the Trainer said so, or (a run completing its end without training)
+    the newest checkpoint was saved at the last step."""
+    if PROGRESS.trained:
+        return True
+    if PROGRESS.step is not None or checkpoint is None:
+        return False
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return training_ended(checkpoint)
+    return False
+
+
+def disk_full_error(output_dir: str, err: BaseException, args=None) -> CSEUsageError:
     """The refusal of a run stopped by a full disk: what it was writing and how much of it was written,
-    the free space, and the size of a complete checkpoint of this run, which is what resuming needs."""
+    the free space, and what the same command needs to go on: during training, the size of a complete
+    checkpoint of this run (what resuming writes next); once training has ended, the size of the
+    export (:func:`export_size`), which is what completing the run writes. ``args``: the run's
+    training arguments."""
     named = next((cause.filename for cause in exception_chain(err) if getattr(cause, "filename", None)), None)
     target = named if named is not None else _newest_entry(output_dir)
     if target.endswith(TMP_SUFFIX) and not os.path.exists(target):
@@ -166,8 +293,16 @@ def disk_full_error(output_dir: str, err: BaseException) -> CSEUsageError:
     else:
         written = f"{human_size(_tree_size(target))} of it written"
     message = f"no space left on device writing {target} ({written}; {free_space(target)})"
-    checkpoint = PROGRESS.checkpoint
-    if checkpoint is not None and os.path.isdir(checkpoint) and os.path.abspath(checkpoint) != os.path.abspath(target):
+    checkpoint = newest_complete_checkpoint(output_dir, args)
+    inside = checkpoint is not None and os.path.abspath(target).startswith(os.path.abspath(checkpoint) + os.sep)
+    if checkpoint is not None and not inside and _in_tail(checkpoint):
+        size = human_size(export_size(checkpoint))
+        message += f"; training has ended, and the export of its model takes about {size}"
+        hint = (
+            f"free at least {size} on the file system of {output_dir} and rerun the same command: it completes "
+            f"the run from {checkpoint}"
+        )
+    elif checkpoint is not None and not inside and os.path.abspath(checkpoint) != os.path.abspath(target):
         size = human_size(_tree_size(checkpoint))
         message += f"; a complete checkpoint of this run, {checkpoint}, takes {size}"
         hint = (
@@ -179,18 +314,41 @@ def disk_full_error(output_dir: str, err: BaseException) -> CSEUsageError:
     return CSEUsageError(message + "; nothing complete was deleted", hint=hint)
 
 
-def interruption_error(signum: int) -> RunInterrupted:
-    """The refusal of a run stopped by ``signum`` at the step :data:`PROGRESS` has seen."""
+def newest_complete_checkpoint(output_dir: str, args=None, skip: str | None = None) -> str | None:
+    """The newest checkpoint in ``output_dir`` that is whole (:func:`cse.resume.checkpoint_problem`;
+    ``args``: the run's training arguments, for the RNG files of each process), ``skip`` left out: the
+    one a rerun of the same command resumes from. The Trainer may have deleted the one it last saved
+    (``--save_total_limit`` at the end of training), so the directory is read, not remembered."""
+    if not os.path.isdir(output_dir):
+        return None
+    args = args if args is not None else PROGRESS.args
+    for checkpoint in checkpoints_newest_first(output_dir):
+        if checkpoint != skip and (args is None or checkpoint_problem(checkpoint, args) is None):
+            return checkpoint
+    return None
+
+
+def interruption_error(signum: int, output_dir: str, writing: str | None = None) -> RunInterrupted:
+    """The refusal of a run in ``output_dir`` stopped by ``signum``: the step :data:`PROGRESS` has seen
+    (else the step of the checkpoint a finished training left) and the newest complete checkpoint,
+    the torn one being ``writing`` left out."""
     name = signal.Signals(signum).name
-    where = "before training started" if PROGRESS.step is None else f"at step {PROGRESS.step}"
-    if PROGRESS.checkpoint is None:
+    checkpoint = newest_complete_checkpoint(output_dir, skip=writing)
+    step = PROGRESS.step
+    if step is None and checkpoint is not None:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            with open(os.path.join(checkpoint, TRAINER_STATE_NAME), encoding="utf-8") as f:
+                step = json.load(f)["global_step"]
+    where = "before training started" if step is None else f"at step {step}"
+    torn = f" ({writing} was being written and is incomplete)" if writing else ""
+    if checkpoint is None:
         return RunInterrupted(
-            f"{name} stopped the run {where}; no checkpoint saved yet",
+            f"{name} stopped the run {where}; no checkpoint saved yet{torn}",
             hint="rerun the same command to start it again",
             signum=signum,
         )
     return RunInterrupted(
-        f"{name} stopped the run {where}; the newest complete checkpoint is {PROGRESS.checkpoint}",
+        f"{name} stopped the run {where}; the newest complete checkpoint is {checkpoint}{torn}",
         hint="rerun the same command to resume",
         signum=signum,
     )
@@ -218,9 +376,11 @@ def output_dir_lock(training_args):
     main process takes it, without waiting, and tells the others whether to go on, so no process
     ever blocks on the file, whatever the number of nodes.
 
-    Within the block, SIGINT and SIGTERM stop the run with :func:`interruption_error` (printed by the
-    main process only; the others exit with the same status), and a full disk with
-    :func:`disk_full_error`; either way the lock is released."""
+    Within the block, SIGINT and SIGTERM stop the process at once (:func:`_stop_on_signals`), the
+    lock released, with :func:`interruption_error`'s line (printed by the main process only; the others
+    exit with the same status). A single process that is writing a checkpoint says so and finishes it
+    first (a second signal stops it at once); with several, whose peers stop at once, it does not wait.
+    A full disk ends the run with :func:`disk_full_error`; the lock is released either way."""
     output_dir = training_args.output_dir
     lock, refusal, hint, existing = None, None, None, None
     PROGRESS.reset()
@@ -229,7 +389,8 @@ def output_dir_lock(training_args):
         existing = nearest_existing(output_dir)
         os.makedirs(output_dir, exist_ok=True)
         previous = _lock_holder(path)
-        lock = filelock.SoftFileLock(path, timeout=0)
+        # not thread-local: the signal watcher releases it
+        lock = filelock.SoftFileLock(path, timeout=0, thread_local=False)
         try:
             lock.acquire()
         except filelock.Timeout:
@@ -253,33 +414,43 @@ def output_dir_lock(training_args):
         refusal, hint = broadcast_object_list([refusal, hint])
     if refusal is not None:
         raise CSEUsageError(refusal, hint=hint)
+
+    def stop(signum: int, wake_fd: int) -> None:
+        try:
+            writing = PROGRESS.writing() if training_args.world_size == 1 else None
+            if writing is not None:
+                PROGRESS.stopping = True
+                _say(
+                    f"{signal.Signals(signum).name}: finishing the checkpoint being written, {writing}, before "
+                    "stopping (a second signal stops at once)"
+                )
+                if PROGRESS.checkpoint == writing or _wait_until(PROGRESS.saved, wake_fd):
+                    writing = None
+            if training_args.process_index == 0:
+                _say(f"error: {interruption_error(signum, output_dir, writing)}")
+            if lock is not None:
+                lock.release()
+                _remove_empty(os.path.abspath(output_dir), existing)
+            logging.shutdown()
+            sys.stdout.flush()
+        finally:
+            # at once: the interpreter's own shutdown (its threads, caches and modules) takes seconds
+            os._exit(128 + signum)
+
     try:
-        with _stop_signals_raise():
+        with _stop_on_signals(stop):
             yield
-    except Interrupted as err:
-        if training_args.process_index != 0:
-            raise SystemExit(128 + err.signum) from None
-        raise interruption_error(err.signum) from None
     except CSEUsageError:
         raise
     except Exception as err:
         if is_disk_full(err) or _space_exhausted(output_dir):
-            raise disk_full_error(output_dir, err) from err
+            raise disk_full_error(output_dir, err, training_args) from err
         raise
     finally:
         if lock is not None:
             lock.release()
             # a run refused before writing anything leaves no trace
             _remove_empty(os.path.abspath(output_dir), existing)
-
-
-def check_finite_arguments(values: dict) -> None:
-    """Refuse a NaN or infinite number (alone or in a list) among the parsed argument ``values`` (name:
-    value): it would train to a non-finite loss, or silently switch something off."""
-    for name, value in values.items():
-        items = value if isinstance(value, (list, tuple)) else [value]
-        if any(isinstance(v, float) and not math.isfinite(v) for v in items):
-            raise CSEUsageError(f"--{name} must be a finite number, got {value}")
 
 
 def check_finite_weights(state_dict: dict[str, torch.Tensor], where: str) -> None:

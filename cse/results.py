@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -46,6 +45,7 @@ import numpy as np
 import yaml
 
 from .errors import CSEUsageError, run_cli
+from .file_checks import load_json
 from .paths import MissingDataError
 
 # Package data: installed with ``cse``, so the published rows are there outside a checkout too.
@@ -135,6 +135,21 @@ def score_kind(columns) -> str:
     return "transfer" if "MR" in columns or "MRPC" in columns else "sts"
 
 
+# What the Trainer writes beside a run's result JSONs: its training metrics, no scores.
+TRAINER_RESULTS = ("train_results.json", "all_results.json")
+RESULT_HINT = "pass a result JSON written by senteval_eval.py --output_json, or a run's sts_<mode>_results.json"
+
+
+def read_result_json(path: str, hint: str = RESULT_HINT) -> dict:
+    """The report a result JSON holds: a mapping with its ``scores`` (a mapping of task to score); a
+    file that is missing, damaged or of another kind is refused in one line with ``hint``."""
+    report = load_json(path, "result JSON", hint=hint)
+    scores = report.get("scores") if isinstance(report, dict) else None
+    if not isinstance(scores, dict) or not all(isinstance(v, (int, float)) for v in scores.values()):
+        raise CSEUsageError(f"{path} is not a result JSON: it holds no mapping of tasks to scores", hint=hint)
+    return report
+
+
 def score_groups(report: Mapping) -> dict:
     """``{kind: scores}`` of a result JSON (``score_groups``, or its ``scores`` for older JSONs)."""
     return dict(report.get("score_groups") or {score_kind(report["scores"]): report["scores"]})
@@ -154,10 +169,9 @@ def collect_runs(paths: Sequence[str], missing_ok: bool = False) -> dict[str, li
         run_dir = os.path.normpath(os.path.dirname(os.path.abspath(path)) if is_json else path)
         runs.setdefault(run_dir, {})
         for file in files:
-            with open(file, encoding="utf-8") as f:
-                report = json.load(f)
-            if "scores" in report or "score_groups" in report:  # not the Trainer's train_results.json
-                runs[run_dir].update(score_groups(report))
+            if os.path.basename(file) in TRAINER_RESULTS:  # the Trainer's, which hold no scores
+                continue
+            runs[run_dir].update(score_groups(read_result_json(file)))
         if not runs[run_dir] and not missing_ok:
             raise MissingDataError(f"{path}: no scores in its *_results.json")
     groups: dict[str, list[dict]] = {}
@@ -291,8 +305,7 @@ def main(argv=None) -> None:
         if args.runs or args.paper_row or args.name:
             parser.error("--environment takes JSON files only (no --runs, --paper_row or --name)")
         for path in args.result_json:
-            with open(path, encoding="utf-8") as f:
-                environment = json.load(f).get("environment")
+            environment = read_result_json(path).get("environment")
             if environment is None:
                 parser.error(f"{path} has no environment block (written before cse recorded one)")
             print(f"{path}:\n{format_environment(environment)}")
@@ -314,8 +327,7 @@ def main(argv=None) -> None:
         if mark and not os.path.exists(path):
             scores.append(None)
             continue
-        with open(path, encoding="utf-8") as f:
-            scores.append(json.load(f)["scores"])
+        scores.append(read_result_json(path)["scores"])
     present = [s for s in scores if s is not None]
     absent = f"{len(scores) - len(present)} of {len(scores)} missing" if len(scores) > 1 else "missing"
     if args.paper_row is not None:

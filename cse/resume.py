@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import re
-import zipfile
+import shutil
 
 from safetensors import SafetensorError, safe_open
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
@@ -24,11 +24,11 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGH
 from .atomic import write_json
 from .environment import collect_environment
 from .errors import CSEUsageError
-from .modeling import CSE_CONFIG_NAME
+from .file_checks import CHECKED_SUFFIXES, load_json, unreadable
+from .run_dir import CSE_CONFIG_NAME, INCOMPLETE_NAME, RUN_ARGS_NAME
 
 logger = logging.getLogger(__name__)
 
-RUN_ARGS_NAME = "run_args.json"
 # Training settings that change what a run computes: a run resumed automatically must keep them.
 RESUME_SENSITIVE = (
     "learning_rate",
@@ -60,33 +60,11 @@ TRAINER_STATE_NAME = "trainer_state.json"
 _CHECKPOINT_STEP = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 
-def _unreadable(path: str) -> str | None:
-    """Why the file at ``path`` cannot be loaded, or None. Structural checks only, whatever the file's
-    size: JSON is parsed; a safetensors header must describe exactly the bytes that follow it; a
-    ``torch.save`` file (a zip archive) must end with its central directory. Each format ends with
-    what these checks read, so a file cut short by a killed writer fails them."""
-    if not os.path.isfile(path):
-        return "missing"
-    try:
-        if path.endswith(".json"):
-            with open(path, encoding="utf-8") as f:
-                json.load(f)
-        elif path.endswith(".safetensors"):
-            with safe_open(path, framework="pt") as f:
-                f.keys()
-        elif path.endswith((".pt", ".pth", ".bin")):
-            with zipfile.ZipFile(path) as archive:
-                archive.namelist()
-    except Exception as error:  # any parse failure means the same: the file is torn
-        return f"unreadable ({type(error).__name__}: {error})"
-    return None
-
-
 def checkpoint_problem(checkpoint: str, training_args, method_files=()) -> str | None:
     """What keeps ``checkpoint`` from restoring a run exactly, or None when it is complete: the
     Trainer's state, the model weights, the optimizer and scheduler, every process's RNG state (not
     with ``--save_only_model``), the method's own state files ``method_files``, and any other weight
-    or state file present must be readable (:func:`_unreadable`)."""
+    or state file present must be readable (:func:`cse.file_checks.unreadable`)."""
     required = [TRAINER_STATE_NAME, *method_files]
     deepspeed_tag = os.path.join(checkpoint, "latest")
     if os.path.isfile(deepspeed_tag):  # DeepSpeed: weights, optimizer and its scheduler in the engine's folder
@@ -113,10 +91,10 @@ def checkpoint_problem(checkpoint: str, training_args, method_files=()) -> str |
     present = [
         os.path.relpath(path, checkpoint)
         for path in glob.glob(os.path.join(checkpoint, "**", "*"), recursive=True)
-        if path.endswith((".json", ".safetensors", ".pt", ".pth", ".bin"))
+        if path.endswith(CHECKED_SUFFIXES)
     ]
     for name in dict.fromkeys([*required, *sorted(present)]):
-        problem = _unreadable(os.path.join(checkpoint, name))
+        problem = unreadable(os.path.join(checkpoint, name))
         if problem is not None:
             return f"{name} is {problem}"
     return None
@@ -138,25 +116,51 @@ def checkpoints_newest_first(output_dir: str) -> list[str]:
     return sorted(steps, key=steps.get, reverse=True)
 
 
-def last_complete_checkpoint(output_dir: str, training_args, method_files=()) -> str | None:
+def set_aside(checkpoint: str) -> str:
+    """Move the torn ``checkpoint`` into ``OUTPUT_DIR/_incomplete_checkpoints/`` (an earlier torn copy
+    of the same step there is replaced), out of the Trainer's way: the run writes that step's
+    checkpoint afresh, and the Trainer's rotation, which counts every ``checkpoint-*`` folder, never
+    takes it for a saved one. Returns where it went."""
+    root = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), INCOMPLETE_NAME)
+    target = os.path.join(root, os.path.basename(checkpoint))
+    os.makedirs(root, exist_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(checkpoint, target)
+    return target
+
+
+def last_complete_checkpoint(output_dir: str, training_args, method_files=(), move_torn: bool = False) -> str | None:
     """The newest checkpoint in ``output_dir`` that :func:`checkpoint_problem` finds complete, each
     newer one skipped with a warning (a run killed while writing it: resuming from the one before
-    recomputes the same steps); None when ``output_dir`` holds no checkpoint. Refuses when it holds
-    checkpoints but none is complete."""
-    checkpoints = checkpoints_newest_first(output_dir)
-    problems = []
-    for checkpoint in checkpoints:
+    recomputes the same steps); None when ``output_dir`` holds no complete checkpoint: one warning
+    when it holds torn ones only (a run killed while writing its first checkpoint), and the run starts
+    over from step 0. ``move_torn`` (the main process of a run): each torn one is moved aside
+    (:func:`set_aside`)."""
+    torn, found = [], None
+    for checkpoint in checkpoints_newest_first(output_dir):
         problem = checkpoint_problem(checkpoint, training_args, method_files)
         if problem is None:
-            return checkpoint
-        logger.warning("skipping the incomplete checkpoint %s: %s", checkpoint, problem)
-        problems.append(f"{os.path.basename(checkpoint)}: {problem}")
-    if checkpoints:
-        raise CSEUsageError(
-            f"{output_dir} holds no complete checkpoint to resume from ({'; '.join(problems)})",
-            hint=f"to start over, delete {output_dir} or choose another --output_dir",
+            found = checkpoint
+            break
+        torn.append((checkpoint, problem, set_aside(checkpoint) if move_torn else None))
+    if found is not None:
+        for checkpoint, problem, moved in torn:
+            logger.warning(
+                "skipping the incomplete checkpoint %s: %s%s",
+                checkpoint,
+                problem,
+                f"; moved to {moved}" if moved else "",
+            )
+    elif torn:
+        moved = f"; moved to {os.path.dirname(torn[0][2])}" if torn[0][2] else ""
+        logger.warning(
+            "%s holds no complete checkpoint (%s: a run stopped while writing its first checkpoint%s): training "
+            "starts over from step 0",
+            output_dir,
+            "; ".join(f"{checkpoint} is incomplete, {problem}" for checkpoint, problem, _ in torn),
+            moved,
         )
-    return None
+    return found
 
 
 def run_settings(model_args, data_args, training_args, method_args=None, corpus=None, method=None) -> dict:
@@ -212,13 +216,30 @@ def describe_changes(changed: list[str], most: int = 4) -> str:
     return "; ".join(changed[:most]) + more
 
 
+def read_settings(path: str) -> dict:
+    """The settings a run recorded in its ``run_args.json`` at ``path``; a file that is not such a
+    record (damaged, edited by hand) is refused in one line."""
+    settings = load_json(path, "the run's settings", hint=_UNREADABLE_SETTINGS.format(directory=os.path.dirname(path)))
+    if not isinstance(settings, dict):
+        raise CSEUsageError(
+            f"the run's settings {path} hold a {type(settings).__name__}, not a mapping",
+            hint=_UNREADABLE_SETTINGS.format(directory=os.path.dirname(path)),
+        )
+    return settings
+
+
+_UNREADABLE_SETTINGS = (
+    "the run that wrote it cannot be checked or resumed: restore the file, or start over in a new --output_dir "
+    "(or delete {directory})"
+)
+
+
 def saved_method(run_dir: str) -> str | None:
     """The method (or composition) that the run in ``run_dir`` recorded, if it recorded one."""
     path = os.path.join(run_dir, RUN_ARGS_NAME)
     if not os.path.isfile(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f).get("run", {}).get("method")
+    return read_settings(path).get("run", {}).get("method")
 
 
 def find_checkpoint(
@@ -262,8 +283,7 @@ def find_checkpoint(
         saved_path = os.path.join(output_dir, RUN_ARGS_NAME)
         checkpoints = checkpoints_newest_first(output_dir)
         if checkpoints and os.path.isfile(saved_path):
-            with open(saved_path, encoding="utf-8") as f:
-                saved = json.load(f)
+            saved = read_settings(saved_path)
             changed = changed_settings(saved, current)
             if changed:
                 complete = (c for c in checkpoints if checkpoint_problem(c, training_args, method_files) is None)
@@ -278,7 +298,9 @@ def find_checkpoint(
                     f"{output_dir} holds an interrupted run with other settings ({describe_changes(changed)})",
                     hint=hint,
                 )
-        checkpoint = last_complete_checkpoint(output_dir, training_args, method_files)
+        checkpoint = last_complete_checkpoint(
+            output_dir, training_args, method_files, move_torn=training_args.should_save
+        )
         if checkpoint is not None:
             logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)
     if checkpoint is not None and training_args.load_best_model_at_end and os.path.isdir(checkpoint):

@@ -5,7 +5,9 @@ itself with SIGKILL at the point ``CSE_TEST_KILL`` names (test-only):
 * ``<step>:before:<file>``, ``<step>:after:<file>``: just before or after ``checkpoint-<step>/<file>``
   is written (e.g. after ``model.safetensors``, before ``optimizer.pt``);
 * ``<step>:during:<file>``: that file written and cut to half its bytes, as a writer killed
-  halfway leaves it.
+  halfway leaves it;
+* ``<step>:signal:<file>``: SIGTERM sent to the process just before that file is written, which is
+  then written a moment later (the run, not this worker, decides how it stops).
 
 The files are caught at the three writers a checkpoint goes through: ``torch.save``, safetensors'
 ``save_file`` (the Trainer's and the methods') and ``TrainerState.save_to_json``.
@@ -25,6 +27,7 @@ import importlib
 import os
 import signal
 import sys
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -100,6 +103,10 @@ def install(spec: str, argv: list[str]):
             )
             if target and when == "before":
                 die()
+            if target and when == "signal":
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.3)  # a slow write: the signal arrives well inside it
+                return write(*args, **kwargs)
             result = write(*args, **kwargs)
             if target and when == "during":
                 os.truncate(path, os.path.getsize(path) // 2)

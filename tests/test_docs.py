@@ -10,7 +10,8 @@ import re
 import sys
 
 import pytest
-from transformers import HfArgumentParser
+
+from cse.arguments import ArgumentParser
 
 from .conftest import REPO
 
@@ -133,7 +134,7 @@ def accepted_flags():
     dataclasses |= {anli_eval.ANLIArguments, anli_eval.ANLITrainingArguments, diagnostics.DiagnosticsArguments}
     flags = set()
     for cls in dataclasses:  # one parser each: the methods' classes redefine shared fields
-        flags |= _options(HfArgumentParser(cls))
+        flags |= _options(ArgumentParser(cls))
     parsers = [senteval_eval.build_parser(), results.build_parser(), plots.build_parser()]
     parsers += [stsb_corpus.build_parser(), bench_run.build_parser(), diagnostics.build_parser()]
     parsers += [_load_script(p).build_parser() for p in ("scripts/speed_check.py", "scripts/verify_data.py")]
@@ -195,3 +196,17 @@ def test_citation_names_this_version_and_the_six_papers():
     assert all(reference["authors"] and reference["type"] for reference in citation["references"])
     with open(os.path.join(REPO, "LICENSE"), encoding="utf-8") as f:
         assert "Apache License\n                           Version 2.0, January 2004" in f.read()
+
+
+def test_every_test_the_reliability_table_names_exists():
+    """docs/reliability.md's table of faults and bad inputs: each row names a test that exists."""
+    with open(os.path.join(REPO, "docs", "reliability.md"), encoding="utf-8") as f:
+        table = f.read().split("## Every fault and bad input the tests cover", 1)[1]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| What you do")]
+    assert len(rows) >= 40
+    for row in rows:
+        (named,) = re.findall(r"`(tests/\w+\.py)::(\w+)`", row) or [None]
+        assert named is not None, f"a row without its test: {row}"
+        path, name = named
+        with open(os.path.join(REPO, path), encoding="utf-8") as f:
+            assert re.search(rf"^def {name}\(", f.read(), re.M), f"{path}::{name} does not exist"

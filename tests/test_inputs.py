@@ -134,7 +134,8 @@ def test_a_corpus_of_one_sentence_twice_is_refused_in_one_line(capsys, tiny_bert
     lines = refusal(capsys, run_simcse.main, train_argv(tiny_bert, out, "--train_file", str(corpus)))
     assert lines == [
         f"error: training corpus {corpus} holds 1 distinct sentence(s) in 2 lines: contrastive learning needs at "
-        "least 2 different sentences (the others in a batch are the negatives)"
+        "least 2 different sentences (the others in a batch are the negatives)",
+        "  hint: pass a corpus of different sentences (one a line)",
     ]
     assert_nothing_written(out)
 
@@ -160,7 +161,10 @@ def test_fp16_on_the_cpu_is_refused_before_work(capsys, tiny_bert, tmp_path):
 def test_missing_local_model_directory(capsys, tmp_path):
     for name in ("./no-such-dir", str(tmp_path / "absent"), "~/no-such-dir-cse", "a/b/c"):
         lines = refusal(capsys, run_simcse.main, train_argv(name, tmp_path / "out"))
-        assert lines == [f"error: model directory not found: {name}"]
+        assert lines == [
+            f"error: model directory not found: {name}",
+            "  hint: check the path (a hub name is owner/name, without a leading ./ or /)",
+        ]
     assert_nothing_written(tmp_path / "out")
 
 
@@ -201,9 +205,12 @@ def test_senteval_eval_names_what_the_path_is(capsys, tiny_bert, tmp_path):
     not_a_model = tmp_path / "notes"
     not_a_model.mkdir()
     lines = refusal(capsys, senteval_eval.main, ["--model_name_or_path", str(not_a_model)])
-    assert lines == [f"error: {not_a_model} has no config.json: not a model directory"]
+    assert lines == [
+        f"error: {not_a_model} has no config.json: not a model directory",
+        "  hint: pass the directory of an exported model (a finished run's --output_dir) or of a Hugging Face model",
+    ]
     lines = refusal(capsys, senteval_eval.main, ["--model_name_or_path", str(tmp_path / "gone")])
-    assert lines == [f"error: model directory not found: {tmp_path / 'gone'}"]
+    assert lines[0] == f"error: model directory not found: {tmp_path / 'gone'}"
     lines = refusal(capsys, senteval_eval.main, ["--model_name_or_path", tiny_bert])  # no cse_config.json
     assert lines[0] == f"error: no pooler given and {tiny_bert} records none in cse_config.json"
 

@@ -18,7 +18,7 @@ from cse.errors import CSEUsageError
 from cse.reliability import LOCK_NAME
 from cse.resume import checkpoint_problem
 
-from .conftest import DATA, REPO, WIKI_HEAD
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD
 
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 RUN_SIMCSE = os.path.join(REPO, "run_simcse.py")
@@ -137,6 +137,37 @@ def test_a_signal_ends_the_run_with_one_line_and_the_rerun_resumes(tiny_bert, tm
         assert json.loads((out / "trainer_state.json").read_text())["global_step"] == STEPS
 
 
+@pytest.mark.e2e
+def test_a_signal_in_the_run_s_tail_stops_it_within_a_second_naming_the_checkpoint_that_exists(tiny_bert, tmp_path):
+    """SIGTERM during the final evaluation (the STS test sets, a long tokenisation and encoding): the
+    process exits within a second, and names checkpoint-2, the best, which the rerun resumes from, not
+    checkpoint-4, which the Trainer deleted at the end of training (not the best, --save_total_limit 1)."""
+    out = tmp_path / "run"
+    flags = "--save_strategy steps --save_steps 2 --eval_strategy steps --eval_steps 2 --load_best_model_at_end true"
+    flags += f" --greater_is_better false --save_total_limit 1 --final_eval test --senteval_data_dir {SENTEVAL}"
+    command = [sys.executable, RUN_SIMCSE, *run_args(tiny_bert, out, 4, *flags.split(), "--disable_tqdm", "true")]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+    staged = out / "_export.tmp" / "cse_config.json"  # the export is staged: the final evaluation follows
+    deadline = time.monotonic() + 300
+    while not staged.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"the run never reached its end in {out}"
+        time.sleep(0.02)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    took = time.monotonic() - sent
+    stderr = proc.stderr.read()
+    assert proc.returncode == 143 and took < 1.0, (took, stderr[-3000:])
+    assert not (out / "checkpoint-4").exists() and not (out / "sts_test_results.json").exists()
+    assert stderr.strip().splitlines()[-2:] == [
+        f"error: SIGTERM stopped the run at step 4; the newest complete checkpoint is {out / 'checkpoint-2'}",
+        "  hint: rerun the same command to resume",
+    ]
+    assert checkpoint_problem(str(out / "checkpoint-2"), TrainingArguments(output_dir=str(out))) is None
+    assert not (out / LOCK_NAME).exists()
+
+
 # --- table scripts --------------------------------------------------------------------------------
 
 
@@ -147,9 +178,9 @@ def test_a_table_script_whose_run_refuses_ends_with_its_line_and_status(tmp_path
         ["bash", "scripts/simcse/table5_unsup_bert_base.sh"], capture_output=True, text=True, env=env, cwd=REPO
     )
     assert proc.returncode == 2
+    # the paper's configuration trains in fp16, which a CPU cannot: refused before the model is looked up
     assert proc.stderr.strip().splitlines()[-2:] == [
-        "error: bert-base-uncased is not a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE is set",
-        "  hint: pass a model directory (--model_name_or_path ./my-model), or download the model once with "
-        "HF_HUB_OFFLINE unset",
+        "error: --fp16 needs a GPU and this run is on the CPU",
+        "  hint: pass --fp16 false to train in float32 (or --fp16 false --bf16 true --use_cpu true for bfloat16)",
     ]
     assert "Traceback" not in proc.stderr and proc.stdout == ""

@@ -10,6 +10,7 @@ checkpoint write raises ENOSPC still covers a full disk."""
 import contextlib
 import errno
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -80,6 +81,39 @@ def test_full_disk_is_one_line_and_the_same_command_resumes_once_there_is_space(
         assert f"resuming from {first}" in caplog.text
         state = json.loads((out / "trainer_state.json").read_text())
         assert state["global_step"] == 4 and (out / "model.safetensors").is_file()
+
+
+@pytest.mark.e2e
+def test_a_full_disk_in_the_run_s_tail_asks_for_the_space_the_export_needs(capsys, tiny_bert, tmp_path):
+    """Training ends (its one checkpoint, 12.3 MiB, fits in 15 MiB), then the export (4.6 MiB) fills the
+    disk: the line asks for about the export's size, not the checkpoint's, and the same command completes
+    the run once that much is free."""
+    flags = ["--max_train_samples", "64", "--per_device_train_batch_size", "8", "--max_steps", "4"]
+    flags += "--save_strategy steps --save_steps 4 --eval_strategy no --load_best_model_at_end false".split()
+    flags += "--final_eval none --disable_tqdm true".split()
+    with tmpfs(tmp_path / "disk", "size=15m") as disk:
+        out = disk / "run"
+        error, hint = refusal(capsys, run_simcse.main, train_argv(tiny_bert, out, *flags))
+        checkpoint = out / "checkpoint-4"
+        assert error.startswith(f"error: no space left on device writing {out / '_export.tmp'}")
+        asked = error.split("; training has ended, and the export of its model takes about ")[1].split(";")[0]
+        assert hint == (
+            f"  hint: free at least {asked} on the file system of {out} and rerun the same command: it completes "
+            f"the run from {checkpoint}"
+        )
+        assert human_size(tree_size(checkpoint)) not in error + hint
+        subprocess.run(
+            ["mount", "-o", f"remount,size={15 + math.ceil(float(asked.split()[0]))}m", str(disk)], check=True
+        )
+        run_cli(run_simcse.main, train_argv(tiny_bert, out, *flags))
+        assert (out / "cse_config.json").is_file()
+        exported = (
+            tree_size(out)
+            - tree_size(checkpoint)
+            - sum(os.path.getsize(out / name) for name in ("run_args.json", "trainer_state.json"))
+        )
+        # what was asked covers the export, and is not far above it
+        assert exported <= float(asked.split()[0]) * 2**20 <= 1.15 * exported, (exported, asked)
 
 
 @pytest.mark.e2e

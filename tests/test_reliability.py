@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -29,8 +30,9 @@ from cse.atomic import write_json
 from cse.errors import CSEUsageError
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
 from cse.parts import Part
-from cse.reliability import LOCK_NAME, NonFiniteGuard, output_dir_lock
+from cse.reliability import LOCK_NAME, PROGRESS, NonFiniteGuard, interruption_error, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
+from cse.run_dir import INCOMPLETE_NAME
 from cse.trainer import CSETrainer
 
 from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args, tiny_run, train_argv
@@ -165,16 +167,113 @@ def test_a_torn_checkpoint_is_skipped_for_the_newest_complete_one(tmp_path, name
         assert checkpoint_problem(newer, args) is None
 
 
-def test_no_complete_checkpoint_says_how_to_start_over(tmp_path):
+def test_torn_checkpoints_and_none_complete_are_set_aside_and_the_run_starts_over(tmp_path, caplog):
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True)
     (tmp_path / "checkpoint-4").mkdir()  # killed before its first file
     cut(os.path.join(fake_checkpoint(tmp_path / "checkpoint-2", 2), "model.safetensors"), 0.001)
-    with pytest.raises(CSEUsageError, match="no complete checkpoint") as error:
-        last_complete_checkpoint(str(tmp_path), args)
-    assert "checkpoint-4: trainer_state.json is missing" in str(error.value)
-    assert "checkpoint-2: model.safetensors is unreadable" in str(error.value)
-    assert f"delete {tmp_path}" in error.value.hint
-    assert last_complete_checkpoint(str(tmp_path / "checkpoint-4"), args) is None  # no checkpoint at all
+    assert last_complete_checkpoint(str(tmp_path), args) is None
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint-2", "checkpoint-4"]  # only a run moves them
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="cse.resume"):
+        assert last_complete_checkpoint(str(tmp_path), args, move_torn=True) is None
+    (warning,) = caplog.messages  # one warning, naming each and what is wrong
+    assert f"{tmp_path / 'checkpoint-4'} is incomplete, trainer_state.json is missing" in warning
+    assert f"{tmp_path / 'checkpoint-2'} is incomplete, model.safetensors is unreadable" in warning
+    assert warning.endswith(f"moved to {tmp_path / INCOMPLETE_NAME}): training starts over from step 0")
+    aside = tmp_path / INCOMPLETE_NAME
+    assert os.listdir(tmp_path) == [INCOMPLETE_NAME] and sorted(os.listdir(aside)) == ["checkpoint-2", "checkpoint-4"]
+    # torn again at the same step: the earlier torn copy is replaced; the Trainer never sees either
+    (tmp_path / "checkpoint-4").mkdir()
+    (tmp_path / "checkpoint-4" / "model.safetensors").write_bytes(b"cut")
+    assert last_complete_checkpoint(str(tmp_path), args, move_torn=True) is None
+    assert os.listdir(aside / "checkpoint-4") == ["model.safetensors"]
+    assert last_complete_checkpoint(str(aside / "checkpoint-4"), args) is None  # no checkpoint at all
+
+
+def test_a_torn_checkpoint_after_a_complete_one_is_moved_aside_by_the_run(tmp_path, caplog):
+    older = fake_checkpoint(tmp_path / "checkpoint-10", 10)
+    newer = fake_checkpoint(tmp_path / "checkpoint-20", 20)
+    os.remove(os.path.join(newer, "trainer_state.json"))
+    with caplog.at_level("WARNING", logger="cse.resume"):
+        found = find_checkpoint(ModelArguments(), DataArguments(), CSETrainingArguments(output_dir=str(tmp_path)))
+    assert found == older and not os.path.exists(newer)
+    assert f"skipping the incomplete checkpoint {newer}: trainer_state.json is missing; moved to " in caplog.text
+    assert (tmp_path / INCOMPLETE_NAME / "checkpoint-20" / "model.safetensors").is_file()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("method", ["simcse", "adcse"])
+def test_killed_inside_the_first_checkpoint_the_same_command_starts_over_bit_identical(
+    method, tiny_bert, tmp_path, monkeypatch, caplog
+):
+    """A real SIGKILL while the first checkpoint's optimizer state is written (no trainer_state.json
+    yet): the same command sets it aside, says so once, trains from step 0 and ends with the weights
+    of a run never interrupted."""
+    script, _, flags = METHODS[method]
+    in_process(script, [*common_args(tiny_bert, tmp_path / "straight"), *flags], monkeypatch)
+    argv = [*common_args(tiny_bert, tmp_path / "killed"), *flags]
+    worker(script, argv, "2:during:optimizer.pt")
+    torn = tmp_path / "killed" / "checkpoint-2"
+    assert os.listdir(tmp_path / "killed").count("checkpoint-2") == 1 and not (torn / "trainer_state.json").exists()
+    with caplog.at_level("WARNING"):
+        in_process(script, argv, monkeypatch)  # the same command
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "cse.resume" and r.levelno >= 30]
+    assert warning.startswith(f"{tmp_path / 'killed'} holds no complete checkpoint ({torn} is incomplete, ")
+    assert warning.endswith("training starts over from step 0")
+    assert (tmp_path / "killed" / INCOMPLETE_NAME / "checkpoint-2" / "optimizer.pt").is_file()
+    assert_bit_identical(str(tmp_path / "killed"), str(tmp_path / "straight"))
+
+
+@pytest.mark.e2e
+def test_a_signal_inside_a_checkpoint_write_finishes_that_checkpoint_first_and_says_so(tiny_bert, tmp_path):
+    """SIGTERM while checkpoint-4's optimizer state is being written: the run says it finishes that
+    checkpoint, then stops naming it, whole; the same command resumes from it."""
+    argv = common_args(tiny_bert, tmp_path / "run")
+    proc = worker("run_simcse.py", argv, "4:signal:optimizer.pt", check=False)
+    checkpoint = tmp_path / "run" / "checkpoint-4"
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    notice = (
+        f"SIGTERM: finishing the checkpoint being written, {checkpoint}, before stopping (a second signal stops "
+        "at once)"
+    )
+    assert lines.count(notice) == 1  # the run's log may go on while it finishes
+    error, hint = lines[-2:]
+    assert error == f"error: SIGTERM stopped the run at step 4; the newest complete checkpoint is {checkpoint}"
+    assert hint == "  hint: rerun the same command to resume"
+    assert checkpoint_problem(str(checkpoint), TrainingArguments(output_dir=str(tmp_path), use_cpu=True)) is None
+    assert not (tmp_path / "run" / LOCK_NAME).exists()
+    rerun = worker("run_simcse.py", argv)
+    assert f"resuming from {checkpoint}" in rerun.stdout + rerun.stderr
+
+
+def test_the_signal_line_names_the_checkpoint_that_exists_not_the_one_the_trainer_deleted(tmp_path):
+    """At the end of training the Trainer deletes the last checkpoint when it is not the best
+    (--save_total_limit 1): the line names the one a rerun resumes from."""
+    best = fake_checkpoint(tmp_path / "checkpoint-10", 10)
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True)
+    PROGRESS.reset()
+    PROGRESS.step, PROGRESS.checkpoint, PROGRESS.args = 40, str(tmp_path / "checkpoint-40"), args  # deleted
+    try:
+        error = interruption_error(signal.SIGTERM, str(tmp_path))
+        assert str(error).splitlines() == [
+            f"SIGTERM stopped the run at step 40; the newest complete checkpoint is {best}",
+            "  hint: rerun the same command to resume",
+        ]
+        assert error.exit_code == 143
+        # a torn newer one is never named, nor one being written
+        cut(os.path.join(fake_checkpoint(tmp_path / "checkpoint-20", 20), "optimizer.pt"))
+        fake_checkpoint(tmp_path / "checkpoint-30", 30)
+        error = interruption_error(signal.SIGINT, str(tmp_path), writing=str(tmp_path / "checkpoint-30"))
+        assert str(error).splitlines()[0] == (
+            f"SIGINT stopped the run at step 40; the newest complete checkpoint is {best} "
+            f"({tmp_path / 'checkpoint-30'} was being written and is incomplete)"
+        )
+        PROGRESS.reset()  # a run completing its end without training: the step of its last checkpoint
+        assert str(interruption_error(signal.SIGTERM, str(tmp_path))).startswith("SIGTERM stopped the run at step 30;")
+    finally:
+        PROGRESS.reset()
 
 
 def test_an_incomplete_named_or_best_checkpoint_is_refused_before_training(tmp_path):
@@ -239,9 +338,9 @@ def test_killed_inside_a_checkpoint_write_resumes_bit_identical(
 
 def kill_points(method, straight, steps=12, save_steps=3):
     """Every kind of point: at a step's end, and before, inside and after each file of a checkpoint
-    but the first (a run killed while writing its first checkpoint leaves none to resume from, and
-    the next start says so: test_no_complete_checkpoint_says_how_to_start_over); the state files are
-    those of the uninterrupted run ``straight``."""
+    but the first (a run killed while writing its first checkpoint starts over from step 0:
+    test_killed_inside_the_first_checkpoint_the_same_command_starts_over_bit_identical); the state
+    files are those of the uninterrupted run ``straight``."""
     files = ["model.safetensors", "training_args.bin", "optimizer.pt", "scheduler.pt", "rng_state.pth"]
     files += state_files(os.path.join(straight, f"checkpoint-{steps}"))
     files.append("trainer_state.json")
@@ -551,3 +650,19 @@ def test_killed_in_the_tail_without_a_last_step_checkpoint_the_same_command_trai
     in_process("run_simcse.py", argv, monkeypatch)
     # The Trainer's train_loss is the mean over the steps the process trained: here the last two.
     assert_same_run(tmp_path / "killed", tmp_path / "straight", volatile=(*TIMINGS, "train_loss"))
+
+
+def test_a_process_forked_from_a_run_dies_of_its_own_signal_without_stopping_the_run():
+    """A DataLoader worker is forked from the run; the DataLoader terminates one that lingers: it must
+    die of SIGTERM, and the run's watcher must not take the worker's signal for its own."""
+    import multiprocessing
+
+    from cse.reliability import _stop_on_signals
+
+    stopped = []
+    with _stop_on_signals(lambda signum, wake_fd: stopped.append(signum)):
+        child = multiprocessing.get_context("fork").Process(target=lambda: os.kill(os.getpid(), signal.SIGTERM))
+        child.start()
+        child.join(timeout=30)
+        time.sleep(0.2)  # time for a watcher woken by mistake to act
+    assert child.exitcode == -signal.SIGTERM and stopped == []

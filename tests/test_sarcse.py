@@ -241,7 +241,7 @@ def test_arguments_refuse_contradictions():
         SARCSEArguments(decoder=False, plain_mse=True)
     with pytest.raises(ValueError, match="theta set, but --plain_mse"):
         SARCSEArguments(plain_mse=True, theta=0.3)
-    with pytest.raises(ValueError, match="alpha > 0"):
+    with pytest.raises(ValueError, match="--beta must be >= 0, got -1"):
         SARCSEArguments(beta=-1.0)
     with pytest.raises(ValueError, match="--pooler_type and --mlp_only_train do not apply"):
         import run_sarcse

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cse import results
+from cse.errors import CSEUsageError
 
 STS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R"]
 TRANSFER = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
@@ -95,5 +96,5 @@ def test_missing_results_are_marked_never_averaged_over_fewer_seeds(tmp_path, ca
     results.main([seeds[0], seeds[3], "--name", "one", "four", "--missing", "mark"])
     lines = {cells(line)[0]: cells(line)[1:] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
     assert lines["four"] == ["missing"] * 8 and lines["one"][0] == "72.50"  # mixcse: 72 + 0 + 0.5
-    with pytest.raises(FileNotFoundError):  # without --missing mark, a missing JSON is an error
+    with pytest.raises(CSEUsageError, match="result JSON not found"):  # without --missing mark: refused
         results.main([seeds[0], seeds[3]])

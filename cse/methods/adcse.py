@@ -34,6 +34,7 @@ from ..distributed import world_size
 from ..errors import CSEUsageError
 from ..losses.adcse import LOSS_FORMS, AdversarialInfoNCELoss
 from ..parts import Part
+from ..ranges import RANGE, Range, at_least, check_fields, non_negative, positive, probability
 from ..registry import BenchShape, MethodRecord, register
 from ..trainer import CSETrainer
 
@@ -53,18 +54,33 @@ class AdCSEArguments:
             "choices": list(LOSS_FORMS),
         },
     )
-    num_adversaries: int = field(default=64, metadata={"help": "M, the number of negative adversaries."})
-    momentum: float = field(default=0.995, metadata={"help": "m in Eq. 4, the momentum of encoder p."})
-    adversary_learning_rate: float = field(default=3e-3, metadata={"help": "alpha_n in Eq. 7."})
-    adversary_momentum: float = field(default=0.9, metadata={"help": "SGD momentum of the adversaries."})
+    num_adversaries: int = field(
+        default=64,
+        metadata={
+            "help": "M, the number of negative adversaries.",
+            RANGE: at_least(1, hint="M >= 1 adversaries (the paper: 64), or --no_adversaries for none"),
+        },
+    )
+    momentum: float = field(
+        default=0.995, metadata={"help": "m in Eq. 4, the momentum of encoder p.", RANGE: probability}
+    )
+    adversary_learning_rate: float = field(default=3e-3, metadata={"help": "alpha_n in Eq. 7.", RANGE: non_negative})
+    adversary_momentum: float = field(
+        default=0.9, metadata={"help": "SGD momentum of the adversaries.", RANGE: Range(0, 1, high_open=True)}
+    )
     adversary_weight_decay: float | None = field(
-        default=None, metadata={"help": "Weight decay of the adversaries; default 1e-4 (released) or 0 (paper)."}
+        default=None,
+        metadata={
+            "help": "Weight decay of the adversaries; default 1e-4 (released) or 0 (paper).",
+            RANGE: non_negative,
+        },
     )
     adversary_temperature: float | None = field(
         default=None,
         metadata={
             "help": "Temperature of the adversaries' gradient (the released code's mem_t); default 0.05 (released) "
-            "or tau (paper)."
+            "or tau (paper).",
+            RANGE: positive,
         },
     )
     adversaries: bool = field(
@@ -79,6 +95,7 @@ class AdCSEArguments:
     )
 
     def __post_init__(self):
+        check_fields(self)
         if self.variant not in LOSS_FORMS:
             raise ValueError(f"--variant must be one of {', '.join(LOSS_FORMS)}, got {self.variant!r}")
         if not self.adversaries and (self.adversary_weight_decay, self.adversary_temperature) != (None, None):
@@ -87,14 +104,6 @@ class AdCSEArguments:
             self.adversary_weight_decay = 1e-4 if self.variant == "released" else 0.0
         if self.adversary_temperature is None and self.variant == "released":
             self.adversary_temperature = 0.05
-        if not 0.0 <= self.momentum <= 1.0:
-            raise ValueError(f"--momentum must lie in [0, 1], got {self.momentum}")
-        if self.adversaries and self.num_adversaries < 1:
-            raise ValueError(
-                f"--num_adversaries must be at least 1 (or pass --no_adversaries), got {self.num_adversaries}"
-            )
-        if self.adversary_learning_rate < 0 or self.adversary_weight_decay < 0:
-            raise ValueError("--adversary_learning_rate and --adversary_weight_decay must not be negative")
         unused = {
             "adversaries": ("num_adversaries", "adversary_learning_rate", "adversary_momentum"),
             "untied_dual_encoder": ("momentum",),

@@ -28,6 +28,7 @@ from ..errors import CSEUsageError
 from ..evaluation.analysis import largest_angle
 from ..losses.mixcse import LOSS_FORMS, MixCSELoss
 from ..parts import Part
+from ..ranges import RANGE, Range, check_fields
 from ..registry import BenchShape, MethodRecord, register
 from ..trainer import CSETrainer
 
@@ -43,7 +44,11 @@ class MixCSEArguments:
         },
     )
     mix_lambda: float = field(
-        default=0.2, metadata={"help": "lambda, the weight of the anchor's positive in its mixed negative."}
+        default=0.2,
+        metadata={
+            "help": "lambda, the weight of the anchor's positive in its mixed negative.",
+            RANGE: Range(0, 1, high_open=True),
+        },
     )
     single: bool = field(
         default=False, metadata={"help": "Mixed negatives for h_i only, not for h'_i (MixCSE_single, Table 3)."}
@@ -62,10 +67,9 @@ class MixCSEArguments:
     )
 
     def __post_init__(self):
+        check_fields(self)
         if self.variant not in LOSS_FORMS:
             raise ValueError(f"--variant must be one of {', '.join(LOSS_FORMS)}, got {self.variant!r}")
-        if not 0.0 <= self.mix_lambda < 1.0:
-            raise ValueError(f"--mix_lambda must lie in [0, 1), got {self.mix_lambda}")
 
     def selection_pooler(self, model_args) -> str | None:
         """The pooler of the model-selection evaluation, if not the model's evaluation pooler."""

@@ -34,6 +34,7 @@ from ..errors import CSEUsageError
 from ..losses.reconstruction import REDUCTIONS, SelfAdaptiveReconstructionLoss, count_tokens
 from ..modeling import CSEModel
 from ..parts import EVERY_PART, Part, total
+from ..ranges import RANGE, at_least, check_fields, non_negative, positive, probability
 from ..registry import BenchShape, MethodRecord, register
 from ..textcnn import TextCNNAutoEncoder
 from ..trainer import CSETrainer
@@ -58,14 +59,25 @@ class SARCSETrainingArguments(CSETrainingArguments):
 
 @dataclass
 class SARCSEArguments:
-    alpha: float = field(default=1.0, metadata={"help": "alpha in Eq. 12, the weight of the contrastive loss."})
-    beta: float = field(default=2.5e-4, metadata={"help": "beta in Eq. 12, the weight of L_R."})
-    gamma: float = field(default=2.5e-4, metadata={"help": "gamma in Eq. 12, the weight of L_R+."})
-    theta: float = field(default=0.1, metadata={"help": "theta in Eq. 8, the smallest token weight."})
-    freq_lambda: float = field(default=50.0, metadata={"help": "lambda in Eq. 8."})
-    kernel_sizes: list[int] = field(default_factory=lambda: [3, 4, 5], metadata={"help": "ks of the TextCNN."})
-    textcnn_channels: int = field(default=500, metadata={"help": "co_t, the TextCNN's output channels."})
-    cnn_channels: int = field(default=3, metadata={"help": "co_c, the CNN's output channels (Z: co_c (co_t - 1))."})
+    alpha: float = field(
+        default=1.0, metadata={"help": "alpha in Eq. 12, the weight of the contrastive loss.", RANGE: positive}
+    )
+    beta: float = field(default=2.5e-4, metadata={"help": "beta in Eq. 12, the weight of L_R.", RANGE: non_negative})
+    gamma: float = field(default=2.5e-4, metadata={"help": "gamma in Eq. 12, the weight of L_R+.", RANGE: non_negative})
+    theta: float = field(
+        default=0.1, metadata={"help": "theta in Eq. 8, the smallest token weight.", RANGE: probability}
+    )
+    freq_lambda: float = field(default=50.0, metadata={"help": "lambda in Eq. 8.", RANGE: non_negative})
+    kernel_sizes: list[int] = field(
+        default_factory=lambda: [3, 4, 5], metadata={"help": "ks of the TextCNN.", RANGE: at_least(1)}
+    )
+    textcnn_channels: int = field(
+        default=500, metadata={"help": "co_t, the TextCNN's output channels.", RANGE: at_least(2)}
+    )
+    cnn_channels: int = field(
+        default=3,
+        metadata={"help": "co_c, the CNN's output channels (Z: co_c (co_t - 1)).", RANGE: at_least(1)},
+    )
     plain_mse: bool = field(
         default=False, metadata={"help": "Table 1 ablation: every token weighs 1 (no self-adaptive weights)."}
     )
@@ -87,6 +99,7 @@ class SARCSEArguments:
     )
 
     def __post_init__(self):
+        check_fields(self)
         defaults = {f.name: f.default for f in fields(self) if f.name != "kernel_sizes"}
         if self.reconstruction_reduction not in REDUCTIONS:
             raise ValueError(
@@ -102,8 +115,6 @@ class SARCSEArguments:
         changed = [name for name in ("theta", "freq_lambda") if getattr(self, name) != defaults[name]]
         if self.plain_mse and changed:
             raise ValueError(f"--{', --'.join(changed)} set, but --plain_mse weighs every token 1")
-        if self.alpha <= 0 or self.beta < 0 or self.gamma < 0:
-            raise ValueError(f"need alpha > 0 and beta, gamma >= 0, got {self.alpha}, {self.beta}, {self.gamma}")
 
 
 def build_model(model_args: ModelArguments, sarcse_args: SARCSEArguments) -> SARCSEModel:

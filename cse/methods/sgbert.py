@@ -37,7 +37,9 @@ from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead, SelfGuidedLoss
 from ..modeling import CSEModel, load_encoder, view_of
 from ..parts import EVERY_PART, SLOTS, Part
 from ..pooling import masked_max, masked_mean
+from ..ranges import RANGE, at_least, check_fields, non_negative
 from ..registry import BenchShape, MethodRecord, register
+from ..run_dir import STSB_CORPUS_NAME
 from ..stsb_corpus import write_stsb_corpus
 from ..trainer import CSETrainer
 
@@ -113,7 +115,10 @@ class SGBERTArguments:
         default="opt3",
         metadata={"help": "base (SG), opt1, opt2 or opt3 (SG-OPT, the paper's final loss).", "choices": LOSS_VARIANTS},
     )
-    reg_lambda: float = field(default=0.1, metadata={"help": "lambda, the weight of L_reg = ||theta_F - theta_T||^2."})
+    reg_lambda: float = field(
+        default=0.1,
+        metadata={"help": "lambda, the weight of L_reg = ||theta_F - theta_T||^2.", RANGE: non_negative},
+    )
     token_pooling: str = field(
         default="max",
         metadata={
@@ -124,7 +129,10 @@ class SGBERTArguments:
     )
     layers: list[int] | None = field(
         default=None,
-        metadata={"help": "BERT_F layers whose views are used (0: embedding layer); default all, 0..l."},
+        metadata={
+            "help": "BERT_F layers whose views are used (0: embedding layer); default all, 0..l.",
+            RANGE: at_least(0),
+        },
     )
     sampler: str = field(
         default="uniform",
@@ -135,7 +143,8 @@ class SGBERTArguments:
         },
     )
     projection_size: int = field(
-        default=4096, metadata={"help": "Width of the projection head f (two linear+GELU layers)."}
+        default=4096,
+        metadata={"help": "Width of the projection head f (two linear+GELU layers).", RANGE: at_least(1)},
     )
     projection_head: bool = field(
         default=True, metadata={"help": "Use the projection head f (--no_projection_head: Table 5 ablation)."}
@@ -148,11 +157,13 @@ class SGBERTArguments:
         default=10,
         metadata={
             "help": "Stop after this many evaluations without a better STS-B dev score (Table 8: 10); 0: train "
-            "the whole epoch."
+            "the whole epoch.",
+            RANGE: at_least(0),
         },
     )
 
     def __post_init__(self):
+        check_fields(self)
         checks = {"loss_variant": LOSS_VARIANTS, "token_pooling": TOKEN_POOLINGS, "sampler": SAMPLERS}
         for name, choices in checks.items():
             if getattr(self, name) not in choices:
@@ -161,12 +172,8 @@ class SGBERTArguments:
             raise ValueError("--sampler set, but --loss_variant opt3 uses every layer's view and samples none")
         if not self.projection_head and self.projection_size != 4096:
             raise ValueError("--projection_size set, but --no_projection_head leaves no head")
-        if self.projection_size < 1:
-            raise ValueError(f"--projection_size must be positive, got {self.projection_size}")
         if self.layers is not None and (not self.layers or len(set(self.layers)) != len(self.layers)):
             raise ValueError(f"--layers must name distinct layers, got {self.layers}")
-        if self.early_stopping_patience < 0:
-            raise ValueError(f"--early_stopping_patience must not be negative, got {self.early_stopping_patience}")
 
 
 class SelfGuidedEncoder(CSEModel):
@@ -316,7 +323,7 @@ class SGBERT(Part):
         if patience and training_args.metric_for_best_model is None:
             raise CSEUsageError("--early_stopping_patience needs --metric_for_best_model (stsb_spearman), or pass 0")
         if data_args.train_file is None and data_args.dataset_name is None:
-            data_args.train_file = os.path.join(training_args.output_dir, "stsb_sentences.txt")
+            data_args.train_file = os.path.join(training_args.output_dir, STSB_CORPUS_NAME)
             with training_args.main_process_first(desc="STS-B sentence corpus"):
                 if training_args.local_process_index == 0:
                     write_stsb_corpus(data_args.train_file, data_args.senteval_data_dir)

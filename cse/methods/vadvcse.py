@@ -39,6 +39,7 @@ from ..losses import cosine_logits
 from ..losses.vadvcse import DIVERGENCES, NORMS, REDUCTIONS, SEARCH_OPTIONS, VirtualAdversarialLoss
 from ..modeling import CSEModel
 from ..parts import Part, Step
+from ..ranges import RANGE, at_least, check_fields, non_negative, positive
 from ..registry import BenchShape, MethodRecord, register
 from ..trainer import CSETrainer, base_terms
 
@@ -50,7 +51,8 @@ HEADS = ("mlp_bn", "mlp", "linear_tanh")
 @dataclass
 class VAdvCSEArguments:
     vadv_lambda: float = field(
-        default=1e-6, metadata={"help": "lambda in Eq. 10, the weight of L_vadv (Table 6's best; 0: SimCSE)."}
+        default=1e-6,
+        metadata={"help": "lambda in Eq. 10, the weight of L_vadv (Table 6's best; 0: SimCSE).", RANGE: non_negative},
     )
     divergence: str = field(
         default="js",
@@ -62,10 +64,14 @@ class VAdvCSEArguments:
     norm: str = field(
         default="linf", metadata={"help": "Norm of the ball and of the ascent step (SMART's linf).", "choices": NORMS}
     )
-    sigma: float = field(default=1e-5, metadata={"help": "Std of the random start of r (SMART, Jiang et al. 2020)."})
-    epsilon: float = field(default=1e-5, metadata={"help": "Radius of the ball ||r|| <= eps (SMART)."})
-    step_size: float = field(default=1e-3, metadata={"help": "eta, the ascent step (SMART)."})
-    num_steps: int = field(default=1, metadata={"help": "K, ascent iterations (1, after Miyato et al. 2018)."})
+    sigma: float = field(
+        default=1e-5, metadata={"help": "Std of the random start of r (SMART, Jiang et al. 2020).", RANGE: non_negative}
+    )
+    epsilon: float = field(default=1e-5, metadata={"help": "Radius of the ball ||r|| <= eps (SMART).", RANGE: positive})
+    step_size: float = field(default=1e-3, metadata={"help": "eta, the ascent step (SMART).", RANGE: non_negative})
+    num_steps: int = field(
+        default=1, metadata={"help": "K, ascent iterations (1, after Miyato et al. 2018).", RANGE: at_least(1)}
+    )
     normalize_gradient: bool = field(
         default=True,
         metadata={
@@ -99,6 +105,7 @@ class VAdvCSEArguments:
     )
 
     def __post_init__(self):
+        check_fields(self)
         if self.divergence not in DIVERGENCES:
             raise ValueError(f"--divergence must be one of {', '.join(DIVERGENCES)}, got {self.divergence!r}")
         if self.norm not in NORMS:
@@ -107,8 +114,6 @@ class VAdvCSEArguments:
             raise ValueError(f"--vadv_reduction must be one of {', '.join(REDUCTIONS)}, got {self.vadv_reduction!r}")
         if self.head not in HEADS:
             raise ValueError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}")
-        if self.vadv_lambda < 0:
-            raise ValueError(f"--vadv_lambda must not be negative, got {self.vadv_lambda}")
         if self.vadv_lambda == 0:
             defaults = {f.name: f.default for f in fields(self)}
             search = (*SEARCH_OPTIONS, "vadv_reduction", "shared_dropout")
