@@ -1,6 +1,7 @@
 """Run by test_deepspeed.py under ``torchrun --nproc_per_node 2`` with ``--deepspeed``: each method
 named (comma-separated) trains small (tiny_run's flags, on the backbone the command line names) into
-``OUT_DIR/<method>``, one after another in the same processes, and reports what ran."""
+``OUT_DIR/<method>``, one after another in the same processes, and reports what ran and the state
+files its parts add to every checkpoint."""
 
 import importlib
 import os
@@ -21,6 +22,7 @@ def main(out_dir, methods, argv):
                 f"under ZeRO-{trainer.zero_stage}",
                 flush=True,
             )
+            print(f"{method}: state files [{', '.join(trainer.checkpoint_files())}]", flush=True)
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def test_every_method_record_is_complete(record, tmp_path):
     """A name to show, a paper, a part, benchmark shapes whose script and configuration exist, of one
     backbone family (a small run's), a docs page that exists, and the flags of a small run, which its
     script takes."""
-    assert record.display_name and record.citation in vars(citations).values() and record.part.name == record.name
+    assert record.display_name and BIBTEX.match(record.citation) and record.part.name == record.name
     assert record.bench, f"{record.name} has no benchmark shape"
     for shape in record.bench.values():
         assert os.path.isfile(os.path.join(REPO, f"{shape.script}.py")), shape.script
@@ -137,3 +137,55 @@ def test_simcse_citation():
     assert field(entry, "title") == "{SimCSE}: Simple Contrastive Learning of Sentence Embeddings"
     assert field(entry, "author") == "Gao, Tianyu and Yao, Xingcheng and Chen, Danqi"
     assert field(entry, "year") == "2021" and "Empirical Methods in Natural Language Processing" in entry
+
+
+def test_a_conference_paper_in_citation_file_format():
+    """AdCSE's entry as CITATION.cff 1.2.0 references it (written from the paper's Springer page)."""
+    assert citations.cff_reference(citations.ADCSE) == {
+        "type": "conference-paper",
+        "title": "AdCSE: An Adversarial Method for Contrastive Learning of Sentence Embeddings",
+        "authors": [
+            {"family-names": "Li", "given-names": "Renhao"},
+            {"family-names": "Duan", "given-names": "Lei"},
+            {"family-names": "Xie", "given-names": "Guicai"},
+            {"family-names": "Xiao", "given-names": "Shan"},
+            {"family-names": "Jiang", "given-names": "Weipeng"},
+        ],
+        "collection-title": (
+            "Database Systems for Advanced Applications (DASFAA 2022), Lecture Notes in Computer Science"
+        ),
+        "conference": {"name": "DASFAA 2022"},
+        "publisher": {"name": "Springer"},
+        "volume": 13247,
+        "start": 165,
+        "end": 180,
+        "doi": "10.1007/978-3-031-00129-1_11",
+        "year": 2022,
+    }
+    # a venue abbreviated without its year takes the entry's; a multi-line field is one line
+    assert citations.cff_reference(citations.SIMCSE)["conference"] == {"name": "EMNLP 2021"}
+    assert citations.cff_reference(citations.SGBERT)["collection-title"].endswith(
+        "Linguistics and the 11th International Joint Conference on Natural Language Processing (ACL-IJCNLP 2021)"
+    )
+
+
+def test_a_preprint_a_manuscript_and_an_author_without_a_comma():
+    sarcse = citations.cff_reference(citations.SARCSE)
+    assert sarcse["type"] == "article" and sarcse["status"] == "preprint" and sarcse["year"] == 2024
+    assert (
+        sarcse["journal"] == "arXiv preprint arXiv:2402.15153" and sarcse["url"] == "https://arxiv.org/abs/2402.15153"
+    )
+    vadvcse = citations.cff_reference(citations.VADVCSE)
+    assert vadvcse == {
+        "type": "unpublished",
+        "title": "V-advCSE: Virtual Adversarial Contrastive Learning for Sentence Embeddings",
+        "authors": [{"family-names": "Ko", "given-names": "Kyung Min"}],
+        "notes": "School of Electrical and Computer Engineering, Purdue University",
+    }  # no year: the manuscript's is "n.d."
+    entry = "@misc{x,\n  title = {A {BERT} Note},\n  author = {The Team and Doe, Jane},\n  year = {2020},\n}"
+    assert citations.cff_reference(entry) == {
+        "type": "generic",
+        "title": "A BERT Note",
+        "authors": [{"name": "The Team"}, {"family-names": "Doe", "given-names": "Jane"}],
+        "year": 2020,
+    }

@@ -44,7 +44,7 @@ def composed_trainer(model_dir, out, *flags):
 
 def test_docs_composition_is_generated_from_the_records():
     with open(os.path.join(REPO, "docs", "composition.md"), encoding="utf-8") as f:
-        assert f.read() == composition.markdown(), "regenerate: python -m cse.composition > docs/composition.md"
+        assert f.read() == composition.markdown(), "regenerate: python -m cse.listings"
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,10 @@ the adversaries) against Eq. 4 and across a resume; ZeRO-3 refused where a metho
 run killed after training completed by the same command. (AdCSE's fp32 ZeRO-2 equivalence with one
 process is test_adcse.py's two-process test.)"""
 
+import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -13,13 +15,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import run_adcse
-import run_sgbert
 import run_simcse
-from cse.methods.sarcse import TOKEN_COUNTS_NAME
+from cse import registry
+from cse.errors import CSEUsageError
 from cse.trainer import CSETrainer
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tail_args, torchrun
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, tail_args, tiny_run, torchrun
 
 ENV = {
     **os.environ,
@@ -144,34 +145,67 @@ def test_adcse_bf16_momentum_master_follows_eq4_and_resumes(no_dropout_bert, tmp
     assert bits_below_bf16 > 0  # the master holds what bf16 p cannot
 
 
-@pytest.mark.parametrize(
-    "main, extra",
-    [(run_adcse.main, []), (run_sgbert.main, ["--early_stopping_patience", "0"])],
-    ids=["adcse", "sgbert"],
-)
-def test_zero3_is_refused_with_the_reason(main, extra, tiny_bert, tmp_path, monkeypatch):
+class ReachedTraining(Exception):
+    """Raised in place of training: the run was built and its trainer constructed without a refusal."""
+
+
+def refusing_zero3() -> set[str]:
+    """The methods docs/distributed.md's table says refuse ZeRO-3, by their display names."""
+    with open(os.path.join(REPO, "docs", "distributed.md"), encoding="utf-8") as f:
+        table = f.read().split("| method | ZeRO-3 | why not |\n", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[1:]]
+    return {re.sub(r" \(.*\)$", "", row[0]) for row in rows if row[1] == "refused"}
+
+
+@pytest.mark.parametrize("record", registry.records(), ids=lambda record: record.name)
+def test_zero3_is_refused_with_the_reason_by_the_methods_the_docs_name(
+    record, tiny_bert, tiny_roberta, tmp_path, monkeypatch
+):
+    """Each method's preset under ZeRO-3, up to its training: a method docs/distributed.md names as
+    refusing it stops at the trainer's construction, naming itself, why and what to use instead; every
+    other method reaches its training. (A method that refuses ZeRO-3 adds its row to that table.)"""
+    assert refusing_zero3() <= {r.display_name for r in registry.records()}
     monkeypatch.setattr(CSETrainer, "zero_stage", property(lambda self: 3))
-    args = ["--model_name_or_path", tiny_bert, "--train_file", WIKI_HEAD, "--max_train_samples", "16", *extra]
+
+    def reached(self, *args, **kwargs):
+        raise ReachedTraining
+
+    monkeypatch.setattr(CSETrainer, "train", reached)
+    script, family, flags = tiny_run(record.name)
+    model = {"bert": tiny_bert, "roberta": tiny_roberta}[family]
+    args = ["--model_name_or_path", model, "--train_file", WIKI_HEAD, "--max_train_samples", "16", *flags]
     args += ["--output_dir", str(tmp_path / "run"), "--save_strategy", "no", *QUIET]
-    with pytest.raises(ValueError, match=r"does not support DeepSpeed ZeRO-3: .* whole.* Use DDP or DeepSpeed ZeRO-2"):
-        main(args)
+    main = importlib.import_module(script).main
+    if record.display_name in refusing_zero3():
+        reason = r"does not support DeepSpeed ZeRO-3: \w.*\. Use DDP or DeepSpeed ZeRO-2"
+        with pytest.raises(CSEUsageError, match=re.escape(record.display_name) + " " + reason):
+            main(args)
+    else:
+        with pytest.raises(ReachedTraining):
+            main(args)
+
+
+# SimCSE and AdCSE have tests of their own above
+OTHER_METHODS = [record.name for record in registry.records() if not record.base and record.name != "adcse"]
 
 
 @pytest.mark.e2e
 def test_every_other_method_trains_under_zero2(tiny_bert, tmp_path):
-    """MixCSE, SARCSE, SG-OPT and V-advCSE: two bf16 steps each under two-process ZeRO-2, with a
-    checkpoint and the export (one launch for all four: DeepSpeed's start-up is most of the time)."""
+    """Every other method: two bf16 steps each under two-process ZeRO-2, with a checkpoint holding the
+    parts' state files (SARCSE's frequency table, outside the optimizer) and the export (one launch for
+    all: DeepSpeed's start-up is most of the time)."""
     args = ["--model_name_or_path", tiny_bert, "--train_file", WIKI_HEAD, "--max_train_samples", "64"]
     args += ["--max_steps", "2", "--per_device_train_batch_size", "4", "--bf16", "true", "--deepspeed", zero_config(2)]
     args += ["--save_strategy", "steps", "--save_steps", "2", *QUIET]
-    methods = ("mixcse", "sarcse", "sgbert", "vadvcse")
-    output = launch(torchrun("deepspeed_smoke_worker.py", 29719, str(tmp_path), ",".join(methods), *args))
-    for method in methods:
+    output = launch(torchrun("deepspeed_smoke_worker.py", 29719, str(tmp_path), ",".join(OTHER_METHODS), *args))
+    state_files = []
+    for method in OTHER_METHODS:
         assert output.count(f"{method}: trained 2 steps across 2 process(es) under ZeRO-2") == 1, method
         assert os.path.isfile(tmp_path / method / "model.safetensors"), method
         assert os.path.isdir(tmp_path / method / "checkpoint-2" / "global_step2"), method  # DeepSpeed's state
-    # SARCSE's frequency table, outside the optimizer, is in the checkpoint
-    assert os.path.isfile(tmp_path / "sarcse" / "checkpoint-2" / TOKEN_COUNTS_NAME)
+        names = re.search(rf"^{method}: state files \[(.*)\]$", output, re.M).group(1)
+        state_files += [tmp_path / method / "checkpoint-2" / name for name in names.split(", ") if name]
+    assert state_files and all(os.path.isfile(path) for path in state_files), state_files
 
 
 @pytest.mark.e2e

@@ -9,22 +9,16 @@ import pytest
 import torch
 
 import cse.environment
+from cse import registry
 from cse.environment import MIN_VERSIONS, check_min_versions, collect_environment
 from cse.errors import CSEUsageError
 from cse.results import main as results_main
 
 from .conftest import REPO
 
-ENTRY_POINTS = [
-    "run_simcse",
-    "run_adcse",
-    "run_mixcse",
-    "run_sarcse",
-    "run_sgbert",
-    "run_vadvcse",
-    "senteval_eval",
-    "anli_eval",
-]
+# every method's run script (its record's benchmark shapes name it), composed runs' and the evaluations'
+ENTRY_POINTS = sorted({shape.script for record in registry.records() for shape in record.bench.values()})
+ENTRY_POINTS += ["run_cse", "senteval_eval", "anli_eval"]
 
 
 def test_minimums_are_the_requirements_lower_bounds():
