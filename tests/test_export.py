@@ -125,3 +125,7 @@ def test_a_trained_sarcse_export_loads_in_sentence_transformers(tiny_roberta, tm
     flags += ["--learning_rate", "1e-3", "--eval_strategy", "no", "--save_strategy", "no"]
     main(train_argv(tiny_roberta, out, *flags, "--load_best_model_at_end", "false", "--final_eval", "none"))
     assert_z_in_sentence_transformers(str(out))
+    # the card, written while the export was staged, names the code beside the model
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert f'SentenceTransformer("{out}", trust_remote_code=True)' in card
+    assert "this model's own code (`sarcse_embedding.py`, `textcnn.py`)" in card
