@@ -4,7 +4,8 @@ Z, the code of a TextCNN autoencoder (:mod:`cse.textcnn`) over its last layer's 
 reconstruction of those tokens for L_R and L_R+ (Eqs. 9-10, :mod:`cse.losses.reconstruction`).
 
 It is the class a SARCSE export names in ``cse_config.json``: :func:`cse.modeling.load_model`
-imports this module alone, not the trainer nor the methods.
+imports this module alone, not the trainer nor the methods. The export also holds Z as a
+sentence-transformers module (:mod:`cse.sarcse_embedding`), with its code.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .errors import CSEUsageError
-from .modeling import CSEModel, model_class_path, read_cse_config, view_of
+from .export import write_module_code, write_modules
+from .modeling import CSEModel, model_class_path, read_cse_config, submodule_state, view_of
+from .sarcse_embedding import SARCSEEmbedding, content_tokens, save_embedding
 from .textcnn import TextCNNAutoEncoder
 
 AUTOENCODER_WEIGHTS_NAME = "sarcse_autoencoder.safetensors"
@@ -85,14 +88,8 @@ class SARCSEModel(CSEModel):
         return self.autoencoder.embedding_size
 
     def content_tokens(self, states, input_ids, attention_mask):
-        """The real tokens of each row, moved to the front in their order: states (B, L, d), ids and
-        mask (B, L), L the input's length. (Cropping to the longest row's count of real tokens would
-        change no embedding and no reconstructed token, the autoencoder masking what lies beyond each
-        row's count, but that count is data that the host would wait for the GPU to read.)"""
-        mask = attention_mask.bool() & ~torch.isin(input_ids, self.special_ids)
-        order = torch.sort((~mask).to(torch.int8), dim=1, stable=True).indices
-        states = states.gather(1, order[..., None].expand(-1, -1, states.shape[-1]))
-        return states, input_ids.gather(1, order), mask.gather(1, order)
+        """:func:`cse.sarcse_embedding.content_tokens` of this tokenizer's special tokens."""
+        return content_tokens(states, input_ids, attention_mask, self.special_ids)
 
     def autoencode(self, states, input_ids, attention_mask, reconstruct: bool = False):
         """``(Z, batch)``: the code of each row's real tokens among ``states`` (B, L, d) and, with
@@ -150,12 +147,24 @@ class SARCSEModel(CSEModel):
     def write_export(self, directory: str, state_dict: dict | None = None) -> None:
         """The backbone as a plain Hugging Face model (``AutoModel`` loads its token states), the
         autoencoder beside it (``sarcse_autoencoder.safetensors``); :func:`cse.modeling.load_model`
-        or :meth:`from_pretrained` load both and embed with Z."""
+        or :meth:`from_pretrained` load both and embed with Z, and so does ``SentenceTransformer(dir,
+        trust_remote_code=True)`` (:meth:`write_sentence_transformers_modules`)."""
         super().write_export(directory, state_dict=state_dict)
-        state = state_dict if state_dict is not None else self.state_dict()
-        prefix = "autoencoder."
-        weights = {k[len(prefix) :]: v.detach().contiguous().cpu() for k, v in state.items() if k.startswith(prefix)}
+        weights = {k: v.detach().contiguous().cpu() for k, v in self.autoencoder_state(state_dict).items()}
         save_file(weights, os.path.join(directory, AUTOENCODER_WEIGHTS_NAME))
+
+    def write_sentence_transformers_modules(self, directory: str, state_dict: dict | None = None) -> None:
+        """The backbone's ``Transformer``, then Z: :class:`~cse.sarcse_embedding.SARCSEEmbedding`, its
+        code (``sarcse_embedding.py``, ``textcnn.py``) copied beside the model (:mod:`cse.export`)."""
+        folder = f"1_{SARCSEEmbedding.__name__}"
+        config, state = self.autoencoder.get_config_dict(), self.autoencoder_state(state_dict)
+        save_embedding(os.path.join(directory, folder), config, state, self.special_ids.tolist())
+        module_type = write_module_code(directory, SARCSEEmbedding)
+        write_modules(directory, self.backbone, self.tokenizer, [(folder, module_type)])
+
+    def autoencoder_state(self, state_dict: dict | None = None) -> dict:
+        """The autoencoder's weights: those in this model's ``state_dict`` if given, else the live ones."""
+        return self.autoencoder.state_dict() if state_dict is None else submodule_state(state_dict, "autoencoder")
 
     @classmethod
     def from_pretrained(cls, model_name_or_path: str, pooler_type: str | None = None, **backbone_kwargs):

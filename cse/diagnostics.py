@@ -143,16 +143,33 @@ def format_report(report: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``--method`` choice (or ``--parts``, left to :func:`cse.composition.parse`); every other
-    flag is the method's run script's (``run_cse.py``'s with ``--parts``) or :class:`DiagnosticsArguments`'."""
+    """This command's own flags: ``--method`` or ``--parts``, and :class:`DiagnosticsArguments`'; every
+    other flag is the method's run script's (``run_cse.py``'s with ``--parts``). :func:`main` reads
+    ``--method`` and hands the others on as given: they are declared here for ``--help``."""
     parser = argparse.ArgumentParser(
         prog="python -m cse.diagnostics",
-        description="Per-term values and gradient shares of a method's loss, or of a composition's "
-        "(--parts a,b as run_cse.py takes it); the other flags are the method's run script's (e.g. "
-        "--model_name_or_path, --train_file, --vadv_reduction).",
+        description="Per-term values and gradient shares of a method's loss, or of a composition's.",
+        epilog="Every other flag is the method's run script's (python run_<method>.py --help), or with --parts "
+        "run_cse.py's (python run_cse.py --parts a,b --help): e.g. --model_name_or_path, --train_file, "
+        "--vadv_reduction.",
         allow_abbrev=False,
     )
-    parser.add_argument("--method", choices=registry.variant_names())
+    parser.add_argument(
+        "--method",
+        choices=registry.variant_names(),
+        help="The method (or variant) whose loss to read, built as its run script builds it.",
+    )
+    parser.add_argument(
+        "--parts",
+        default=argparse.SUPPRESS,
+        metavar="A,B",
+        help="Instead of --method: the parts of a composition, as run_cse.py takes them.",
+    )
+    for flag in dataclasses.fields(DiagnosticsArguments):
+        default = "" if flag.default is None else f" Default: {flag.default}."
+        parser.add_argument(
+            f"--{flag.name}", default=argparse.SUPPRESS, metavar=flag.name.upper(), help=flag.metadata["help"] + default
+        )
     return parser
 
 
@@ -160,11 +177,12 @@ def main(argv: list[str] | None = None) -> dict:
     check_min_versions()
     argv = list(sys.argv[1:] if argv is None else argv)
     known, rest = build_parser().parse_known_args(argv)
-    parts = any(arg == "--parts" or arg.startswith("--parts=") for arg in rest)
-    if (known.method is None) == (not parts):
+    handed_on = {name: value for name, value in vars(known).items() if name != "method"}
+    rest += [item for name, value in handed_on.items() for item in (f"--{name}", value)]
+    if (known.method is None) == ("parts" not in handed_on):
         raise CSEUsageError(
             "name a method (--method) or a composition (--parts), not both"
-            if parts
+            if "parts" in handed_on
             else "--method or --parts is missing",
             hint=f"--method {registry.variant_names()[0]}, or --parts mixcse,vadvcse",
         )

@@ -13,7 +13,13 @@ pooler                    sentence-transformers modules
 ``cls_before_pooler``     Transformer, Pooling(cls)
 ``avg``                   Transformer, Pooling(mean)
 ``max``                   Transformer, Pooling(max)
+``textcnn`` (SARCSE's Z)  Transformer, SARCSEEmbedding (code in the export)
 ========================  =================================================
+
+An embedding that no sentence-transformers module computes (SARCSE's Z) is a module of its own whose
+code travels with the export (:func:`write_module_code`): ``modules.json`` names it ``file.Class``,
+which sentence-transformers imports from the directory only when loaded with
+``trust_remote_code=True``, and refuses to load otherwise.
 
 ``avg_first_last`` and ``avg_top2`` are not exported: they read intermediate layers, which
 sentence-transformers' ``Transformer`` passes on only when the backbone's config sets
@@ -32,8 +38,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import sys
 
 from safetensors.torch import save_file
+from transformers.dynamic_module_utils import get_relative_import_files
 
 from .atomic import write_json
 
@@ -71,16 +80,13 @@ def write_sentence_transformers_files(
         )
         return False
     hidden = backbone.config.hidden_size
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
+    modules = [("1_Pooling", "sentence_transformers.models.Pooling")]
     pooling = {"word_embedding_dimension": hidden}
     pooling.update({f"pooling_mode_{mode}": mode == POOLING_MODES[pooler] for mode in _LEGACY_MODES})
     _write_json(os.path.join(save_directory, "1_Pooling", "config.json"), pooling)
     if pooler == "cls":
         head = backbone.pooler.dense
-        modules.append({"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+        modules.append(("2_Dense", "sentence_transformers.models.Dense"))
         dense = os.path.join(save_directory, "2_Dense")
         _write_json(
             os.path.join(dense, "config.json"),
@@ -101,9 +107,29 @@ def write_sentence_transformers_files(
             if live[name] is not None
         }
         save_file(weights, os.path.join(dense, "model.safetensors"))
-    _write_json(os.path.join(save_directory, "modules.json"), modules)
+    write_modules(save_directory, backbone, tokenizer, modules)
+    return True
+
+
+def write_modules(save_directory: str, backbone, tokenizer, modules: list[tuple[str, str]]) -> None:
+    """``modules.json``: the backbone's ``Transformer`` at the directory itself, then ``modules``
+    (``(folder, type)`` each, in order), and ``sentence_bert_config.json`` (the Transformer's)."""
+    entries = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    for idx, (path, module_type) in enumerate(modules, start=1):
+        entries.append({"idx": idx, "name": str(idx), "path": path, "type": module_type})
+    _write_json(os.path.join(save_directory, "modules.json"), entries)
     _write_json(
         os.path.join(save_directory, "sentence_bert_config.json"),
         {"max_seq_length": position_limit(backbone.config, tokenizer), "do_lower_case": False},
     )
-    return True
+
+
+def write_module_code(save_directory: str, module_class: type) -> str:
+    """Copy the source file of ``module_class``'s module, and those it imports relatively (as
+    transformers' loader of remote code finds them), to the directory's root; the class's
+    ``modules.json`` type, ``file.Class``, which sentence-transformers resolves there, with
+    ``trust_remote_code=True`` only."""
+    source = sys.modules[module_class.__module__].__file__
+    for path in (source, *get_relative_import_files(source)):
+        shutil.copyfile(path, os.path.join(save_directory, os.path.basename(path)))
+    return f"{os.path.splitext(os.path.basename(source))[0]}.{module_class.__qualname__}"

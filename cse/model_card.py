@@ -47,7 +47,13 @@ def _is_hub_id(name: str | None) -> bool:
     return bool(name) and not os.path.exists(name)
 
 
-def _load_section(repo: str, cse_config: Mapping, sentence_transformers: bool) -> str:
+def _module_code(export_dir: str) -> list[str]:
+    """The Python files beside an export: the code of its own sentence-transformers modules (SARCSE's
+    Z), which ``modules.json`` names ``file.Class`` and sentence-transformers runs only when trusted."""
+    return sorted(name for name in os.listdir(export_dir) if name.endswith(".py"))
+
+
+def _load_section(repo: str, cse_config: Mapping, sentence_transformers: bool, code: Sequence[str]) -> str:
     pooler = cse_config.get("pooler")
     parts = [
         "With this repository's code (any pooler; reads the pooler from `cse_config.json`):\n",
@@ -66,10 +72,18 @@ def _load_section(repo: str, cse_config: Mapping, sentence_transformers: bool) -
             + f"embeddings = {POOLER_CODE[pooler]}\n```\n",
         ]
     if sentence_transformers:
+        files = ", ".join(f"`{name}`" for name in code)
         parts += [
-            "With `sentence-transformers` (the same embeddings):\n",
+            "With `sentence-transformers` (the same embeddings"
+            + (
+                f"; `trust_remote_code=True` runs the module of its embedding, this model's own code ({files}), "
+                "without which sentence-transformers refuses to load it"
+                if code
+                else ""
+            )
+            + "):\n",
             "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
-            f'model = SentenceTransformer("{repo}")\n'
+            f'model = SentenceTransformer("{repo}"{", trust_remote_code=True" if code else ""})\n'
             'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n```\n',
         ]
     return "\n".join(parts)
@@ -104,6 +118,7 @@ def build_model_card(
     export_dir = export_dir or output_dir
     cse_config = read_cse_config(export_dir)
     sentence_transformers = os.path.isfile(os.path.join(export_dir, "modules.json"))
+    code = _module_code(export_dir) if sentence_transformers else []
     name = record.display_name
     data = ModelCardData(
         library_name="sentence-transformers" if sentence_transformers else "transformers",
@@ -147,7 +162,7 @@ def build_model_card(
         sections.append("Not evaluated after training (`--final_eval none`); see `senteval_eval.py`.\n")
     sections += [
         "## Usage\n",
-        _load_section(repo, cse_config, sentence_transformers),
+        _load_section(repo, cse_config, sentence_transformers, code),
         "## Environment\n",
         "The software and hardware of the training run:\n",
         f"```json\n{json.dumps(dict(environment), indent=2)}\n```\n",

@@ -408,18 +408,29 @@ class CSEModel(nn.Module):
 
     def write_export(self, directory: str, state_dict: dict | None = None) -> None:
         """Write the files :meth:`save_pretrained` exports into ``directory`` (a staging folder)."""
-        backbone_state = None
-        if state_dict is not None:
-            prefix = "backbone."
-            backbone_state = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
-        self.backbone.save_pretrained(directory, state_dict=backbone_state)
+        self.backbone.save_pretrained(directory, state_dict=submodule_state(state_dict, "backbone"))
         self.tokenizer.save_pretrained(directory)
-        write_sentence_transformers_files(directory, self.backbone, self.tokenizer, self.eval_pooler, backbone_state)
+        self.write_sentence_transformers_modules(directory, state_dict)
         atomic.write_json(os.path.join(directory, CSE_CONFIG_NAME), self.cse_config())
+
+    def write_sentence_transformers_modules(self, directory: str, state_dict: dict | None = None) -> None:
+        """sentence-transformers' module files of the evaluation pooler (:mod:`cse.export`);
+        ``state_dict`` as :meth:`save_pretrained`'s."""
+        write_sentence_transformers_files(
+            directory, self.backbone, self.tokenizer, self.eval_pooler, submodule_state(state_dict, "backbone")
+        )
 
     def cse_config(self) -> dict:
         """What ``cse_config.json`` records beside the exported weights."""
         return {"pooler": self.eval_pooler, "training_pooler": self.pooler_type, "mlp_only_train": self.mlp_only_train}
+
+
+def submodule_state(state_dict: dict | None, name: str) -> dict | None:
+    """The entries of the submodule ``name`` in a model's ``state_dict``, by their names in it (None for None)."""
+    if state_dict is None:
+        return None
+    prefix = f"{name}."
+    return {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
 
 
 def view_of(view: int, *tensors):

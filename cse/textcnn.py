@@ -56,6 +56,9 @@ class TextCNNAutoEncoder(nn.Module):
         the module only encodes.
     """
 
+    # the submodules of Eqs. 3-4, all that Z needs (the rest is the decoder)
+    ENCODER_MODULES = ("textcnn", "cnn")
+
     def __init__(
         self,
         hidden_size: int,

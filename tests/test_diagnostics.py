@@ -3,6 +3,7 @@ computations, the readings the papers leave open (sum = mean x d, x N exactly), 
 the steps that do not log, the run scripts' logs and run_args.json, resume refusing the other reading,
 and ``python -m cse.diagnostics`` for every method."""
 
+import dataclasses
 import json
 import math
 import os
@@ -298,3 +299,18 @@ def test_diagnostics_need_a_method_or_a_composition(argv, capsys):
     with pytest.raises(SystemExit) as stop:
         run_cli(diagnostics.main, argv)
     assert stop.value.code == 2 and capsys.readouterr().err.startswith("error: ")
+
+
+def test_diagnostics_help_lists_every_flag_it_takes(capsys):
+    """``--help`` names this command's own flags, each with its help, and says whose the others are."""
+    with pytest.raises(SystemExit) as stop:
+        diagnostics.main(["--help"])
+    assert stop.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines at the terminal's width
+    for flag in ("--method", "--parts", "--num_batches", "--batch_size", "--output_json"):
+        assert f"{flag} " in text
+    for field in dataclasses.fields(diagnostics.DiagnosticsArguments):
+        assert field.metadata["help"] in text
+    assert "Training batches to average over. Default: 1." in text and "Sentences per batch. Default: 32." in text
+    assert "Every other flag is the method's run script's (python run_<method>.py --help)" in text
+    assert "with --parts run_cse.py's" in text

@@ -1,17 +1,24 @@
-"""Saved models load in sentence-transformers and embed exactly as our evaluator's pooler does."""
+"""Saved models load in sentence-transformers and embed exactly as our evaluator's pooler does; a
+SARCSE export embeds with its trained Z there, with trust_remote_code=True, and is refused without."""
 
 import json
 import os
 
 import numpy as np
 import pytest
+import torch
+from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
 from transformers import AutoModel, AutoTokenizer
 
+import run_sarcse
+from cse import composition
+from cse.autoencoding import SARCSEModel
 from cse.export import EXPORTABLE_POOLERS
-from cse.modeling import CSEModel
+from cse.modeling import CSEModel, load_model
+from cse.textcnn import TextCNNAutoEncoder
 
-from .conftest import run_simcse
+from .conftest import REPO, WIKI_HEAD, run_simcse, tiny_run, train_argv
 
 SENTENCES = [
     "A man is playing a guitar.",
@@ -55,3 +62,70 @@ def test_every_exportable_pooler_matches(tiny_roberta, tmp_path, pooler):
         assert np.abs(raw - theirs).max() > 1e-2
     with open(os.path.join(out, "sentence_bert_config.json")) as f:
         assert json.load(f)["max_seq_length"] == 512
+
+
+# --- SARCSE: Z as a module of the export's own ------------------------------------------------------
+
+
+def sarcse_model(model_dir, seed=0):
+    """A SARCSE encoder as run_sarcse.py trains it (decoder included), its autoencoder drawn at ``seed``."""
+    encoder = CSEModel.from_pretrained(model_dir, pooler_type="cls_before_pooler")
+    torch.manual_seed(seed)
+    autoencoder = TextCNNAutoEncoder(encoder.config.hidden_size, textcnn_channels=16, cnn_channels=2)
+    return SARCSEModel(encoder.backbone, encoder.tokenizer, autoencoder)
+
+
+def assert_z_in_sentence_transformers(model_dir):
+    """SentenceTransformer(dir, trust_remote_code=True) gives load_model(dir)'s Z, within float32
+    rounding (the backbones see the same tokens, batched and masked differently); without
+    trust_remote_code sentence-transformers refuses the export, naming the flag."""
+    with pytest.raises(ValueError, match=r"sarcse_embedding\.SARCSEEmbedding.*\n.*trust_remote_code=True"):
+        SentenceTransformer(model_dir, device="cpu")
+    model = SentenceTransformer(model_dir, device="cpu", trust_remote_code=True)
+    theirs = model.encode(SENTENCES, batch_size=3, convert_to_numpy=True)
+    ours = load_model(model_dir).encode(SENTENCES, batch_size=2).numpy()
+    z_size = 2 * (16 - 1)  # co_c (co_t - 1), Eq. 4; the backbone's states have 32
+    assert ours.shape == theirs.shape == (len(SENTENCES), z_size) and model.get_embedding_dimension() == z_size
+    np.testing.assert_allclose(theirs, ours, rtol=0, atol=1e-6 * np.abs(ours).max())
+    return ours
+
+
+def test_a_sarcse_export_loads_in_sentence_transformers_with_its_z(tiny_roberta, tmp_path):
+    """Exported with the weights given to save_pretrained (those gathered under DeepSpeed), not the
+    live ones: sentence-transformers' module holds them too."""
+    live, given = sarcse_model(tiny_roberta, seed=0), sarcse_model(tiny_roberta, seed=1)
+    out = str(tmp_path / "sarcse")
+    live.save_pretrained(out, state_dict=given.state_dict())
+    with open(os.path.join(out, "modules.json")) as f:
+        assert [(m["path"], m["type"]) for m in json.load(f)] == [
+            ("", "sentence_transformers.models.Transformer"),
+            ("1_SARCSEEmbedding", "sarcse_embedding.SARCSEEmbedding"),
+        ]
+    # the module's code is the package's own files, as they are
+    for name in ("sarcse_embedding.py", "textcnn.py"):
+        with open(os.path.join(out, name)) as copied, open(os.path.join(REPO, "cse", name)) as source:
+            assert copied.read() == source.read()
+    # its weights are the autoencoder's encoder (Eqs. 3-4), as the export's autoencoder holds them
+    module = load_file(os.path.join(out, "1_SARCSEEmbedding", "model.safetensors"))
+    autoencoder = load_file(os.path.join(out, "sarcse_autoencoder.safetensors"))
+    assert sorted(module) == sorted(k for k in autoencoder if k.startswith(("textcnn.", "cnn.")))
+    assert all(torch.equal(module[k], autoencoder[k]) for k in module)
+    z = assert_z_in_sentence_transformers(out)
+    np.testing.assert_allclose(z, given.encode(SENTENCES).numpy(), rtol=0, atol=1e-6 * np.abs(z).max())
+    assert np.abs(z - live.encode(SENTENCES).numpy()).max() > 1e-3
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("parts", [("sarcse",), ("adcse", "sarcse")], ids=["run_sarcse", "adcse+sarcse"])
+def test_a_trained_sarcse_export_loads_in_sentence_transformers(tiny_roberta, tmp_path, parts):
+    script, _, flags = tiny_run(*parts)
+    main = run_sarcse.main if script == "run_sarcse" else composition.main
+    out = tmp_path / "run"
+    flags += ["--train_file", WIKI_HEAD, "--max_train_samples", "16", "--per_device_train_batch_size", "8"]
+    flags += ["--learning_rate", "1e-3", "--eval_strategy", "no", "--save_strategy", "no"]
+    main(train_argv(tiny_roberta, out, *flags, "--load_best_model_at_end", "false", "--final_eval", "none"))
+    assert_z_in_sentence_transformers(str(out))
+    # the card, written while the export was staged, names the code beside the model
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert f'SentenceTransformer("{out}", trust_remote_code=True)' in card
+    assert "this model's own code (`sarcse_embedding.py`, `textcnn.py`)" in card

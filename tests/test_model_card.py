@@ -14,10 +14,12 @@ from transformers import AutoModel, AutoTokenizer
 import cse.model_card
 import run_simcse
 from cse import citations
+from cse.autoencoding import SARCSEModel
 from cse.errors import CSEUsageError
 from cse.export import EXPORTABLE_POOLERS
 from cse.model_card import build_model_card
 from cse.modeling import CSEModel
+from cse.textcnn import TextCNNAutoEncoder
 
 from .conftest import SENTEVAL, WIKI_HEAD
 
@@ -161,6 +163,37 @@ def test_card_loading_code_reproduces_the_embedding(tiny_bert, tmp_path, pooler)
     exec(snippets[0], scope)
     expected = model.encode(["A man is playing a guitar."])
     torch.testing.assert_close(scope["embeddings"], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_card_of_a_sarcse_export_loads_its_z_in_sentence_transformers(tiny_roberta, tmp_path):
+    """The card's sentence-transformers snippet of an export whose embedding is a module of its own
+    (SARCSE's Z) trusts its code, names the files, and gives cse's embeddings; AutoModel has no Z."""
+    encoder = CSEModel.from_pretrained(tiny_roberta, pooler_type="cls_before_pooler")
+    autoencoder = TextCNNAutoEncoder(encoder.config.hidden_size, textcnn_channels=8, cnn_channels=2)
+    model = SARCSEModel(encoder.backbone, encoder.tokenizer, autoencoder)
+    out = str(tmp_path / "sarcse")
+    model.save_pretrained(out)
+    card = build_model_card(
+        out,
+        method="sarcse",
+        base_model=tiny_roberta,
+        train_source="corpus.txt",
+        train_dataset_name=None,
+        train_sentences=10,
+        settings={},
+        reports={},
+        citations=[citations.SARCSE],
+        environment={},
+    )
+    assert card.data.library_name == "sentence-transformers"
+    assert "this model's own code (`sarcse_embedding.py`, `textcnn.py`)" in card.text
+    assert not [block for block in code_blocks(card.text, "python") if "AutoModel" in block]
+    (snippet,) = [block for block in code_blocks(card.text, "python") if "SentenceTransformer(" in block]
+    assert f'SentenceTransformer("{out}", trust_remote_code=True)' in snippet
+    scope = {}
+    exec(snippet, scope)
+    expected = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])
+    torch.testing.assert_close(torch.as_tensor(scope["embeddings"]), expected, rtol=0, atol=1e-6)
 
 
 def test_card_names_a_hub_base_model():

@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, TrainerCallback, set_seed
 
 import run_sgbert
-from cse import stsb_corpus
+from cse import composition, stsb_corpus
 from cse.arguments import CSETrainingArguments, ModelArguments, parse_args
 from cse.data import TwoViewCollator
 from cse.losses.sgbert import ProjectionHead, SelfGuidedLoss
@@ -431,6 +431,35 @@ def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, monkeypatch, fla
         assert torch.equal(value, checkpoint[f"backbone.{key}"]), key
     with open(os.path.join(out, "run_args.json")) as f:
         assert json.load(f)["method"]["loss_variant"] == flags[1]
+
+
+@pytest.mark.e2e
+def test_parts_sgbert_is_run_sgbert(tiny_bert, tmp_path, monkeypatch):
+    """``run_cse.py --parts sgbert`` is SG-BERT's preset: without a corpus named, it trains on every
+    STS-B sentence, written to OUTPUT_DIR/stsb_sentences.txt, and stops after --early_stopping_patience
+    evaluations without improvement, logging what run_sgbert.py logs. At learning rate 0 the dev score
+    never improves: with an evaluation every 2 steps and patience 1, both stop at step 4 of 20."""
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)
+    flags = ["--model_name_or_path", tiny_bert, "--projection_size", "16", "--max_train_samples", "160"]
+    flags += ["--per_device_train_batch_size", "8", "--max_steps", "20", "--eval_steps", "2"]
+    flags += ["--logging_steps", "1", "--learning_rate", "0", "--early_stopping_patience", "1", "--use_cpu", "true"]
+    flags += ["--disable_tqdm", "true", "--final_eval", "none", "--report_to", "none"]
+    logs = {}
+    for name, main, extra in (("script", run_sgbert.main, []), ("parts", composition.main, ["--parts", "sgbert"])):
+        out = tmp_path / name
+        main([*extra, *flags, "--output_dir", str(out)])
+        with open(out / "stsb_sentences.txt", encoding="utf-8") as f:
+            assert sum(1 for _ in f) == 17256  # STS-B's train, dev and test sentences
+        with open(out / "run_args.json", encoding="utf-8") as f:
+            assert json.load(f)["data"]["train_file"] == str(out / "stsb_sentences.txt")
+        with open(out / "trainer_state.json", encoding="utf-8") as f:
+            state = json.load(f)
+        assert state["global_step"] == 4 and state["max_steps"] == 20
+        assert sum("eval_stsb_spearman" in entry for entry in state["log_history"]) == 2
+        assert "EarlyStoppingCallback" in state["stateful_callbacks"]
+        logs[name] = [{k: v for k, v in entry.items() if "runtime" not in k and "per_second" not in k}
+                      for entry in state["log_history"]]  # fmt: skip
+    assert logs["parts"] == logs["script"]
 
 
 @pytest.mark.e2e
