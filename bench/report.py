@@ -124,9 +124,10 @@ def table(results: dict) -> str:
         if "target_vs_simcse" in r:
             ratio += f" (<= {r['target_vs_simcse']}: {'ok' if r['meets_target'] else 'MISSED'})"
         evals = r.get("eval", {})
+        path = r.get("step_path", "eager")
         rows.append(
             [
-                method,
+                method + ("" if path == "eager" else f" ({path})"),
                 f"{r['shapes']['batch_size']} x {r['shapes']['max_seq_length']}",
                 f"{step['median'] * 1e3:.1f} ({step['p10'] * 1e3:.1f}-{step['p90'] * 1e3:.1f})",
                 f"{r['sentences_per_s']:.0f}",

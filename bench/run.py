@@ -24,7 +24,7 @@ from cse.environment import collect_environment
 from cse.registry import REPO, BenchShape, shape_overrides
 
 from .hardware import describe, measure_bf16_matmul_peak
-from .profiles import METHODS, PROFILES, Profile
+from .profiles import METHODS, PROFILES, SENTENCE_TRANSFORMERS, Profile
 from .report import add_baseline_ratios, summarise, table
 from .worker import EVAL_SUITES
 
@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--tf32", action="store_true", help="the Trainer's --tf32 true")
     parser.add_argument("--torch_compile", action="store_true", help="the Trainer's --torch_compile true")
+    parser.add_argument(
+        "--cuda_graphs",
+        action="store_true",
+        help="each method's whole step captured as CUDA graphs over its compiled model (--cuda_graphs true "
+        "--torch_compile true); sentence-transformers' recipe is timed eager and compiled beside them",
+    )
     parser.add_argument(
         "--extra", default="", help='raw flags for every run script, e.g. --extra "--optim adamw_torch_fused"'
     )
@@ -169,8 +175,10 @@ def method_argv(
         argv += ["--use_cpu", "true"]
     if args.tf32:
         argv += ["--tf32", "true"]
-    if args.torch_compile:
+    if args.torch_compile or (args.cuda_graphs and method.script != METHODS[SENTENCE_TRANSFORMERS].script):
         argv += ["--torch_compile", "true"]
+    if args.cuda_graphs and method.script != METHODS[SENTENCE_TRANSFORMERS].script:
+        argv += ["--cuda_graphs", "true"]
     if args.fixed_shapes:
         argv += ["--pad_to_max_length", "true"]
     if args.senteval_data_dir:
@@ -178,17 +186,34 @@ def method_argv(
     return argv + shlex.split(args.extra)
 
 
-def run_method(name: str, args: argparse.Namespace, profile: Profile, model_dir: str, workdir: str) -> dict:
-    """Run one method's worker process; its raw result, or ``{"error": ...}`` with its log's tail."""
+def runs(args: argparse.Namespace) -> list[tuple[str, str, argparse.Namespace]]:
+    """``(label, method, settings)`` of each timed run: every method of ``args``, and under
+    ``--cuda_graphs`` sentence-transformers' recipe also compiled (``st-mnrl-compiled``), which has no
+    captured step of its own."""
+    planned = []
+    for name in args.methods:
+        planned.append((name, name, args))
+        if args.cuda_graphs and name == SENTENCE_TRANSFORMERS:
+            planned.append((f"{name}-compiled", name, argparse.Namespace(**{**vars(args), "torch_compile": True})))
+    return planned
+
+
+def run_method(
+    name: str, args: argparse.Namespace, profile: Profile, model_dir: str, workdir: str, label: str | None = None
+) -> dict:
+    """Run one method's worker process (its directory named ``label``, default ``name``); its raw
+    result, or ``{"error": ...}`` with its log's tail."""
     method = METHODS[name]
-    run_dir = os.path.join(workdir, name)
+    run_dir = os.path.join(workdir, label or name)
     os.makedirs(run_dir, exist_ok=True)
+    captured = args.cuda_graphs and name != SENTENCE_TRANSFORMERS
     spec = {
         "script": method.script,
         "argv": method_argv(method, args, profile, model_dir, run_dir),
         "warmup_steps": args.warmup_steps,
         "steps": args.steps,
-        "count_flops": not args.no_flops,
+        # a replayed graph runs no operator the counter sees: the eager run of the same shapes counts them
+        "count_flops": not args.no_flops and not captured,
         "eval_suites": args.eval_suites if method.evaluates else [],
         "eval_repeats": args.eval_repeats,
         "senteval_data_dir": args.senteval_data_dir,
@@ -240,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         "bf16": args.bf16,
         "tf32": args.tf32,
         "torch_compile": args.torch_compile,
+        "cuda_graphs": args.cuda_graphs,
         "fixed_shapes": args.fixed_shapes,
         "extra": args.extra,
         "threads": args.threads or os.environ.get("OMP_NUM_THREADS"),
@@ -259,26 +285,30 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(workdir, exist_ok=True)
     models = {}
     try:
-        for name in args.methods:
+        for label, name, settings in runs(args):
             family = METHODS[name].backbone
             if family not in models:
                 tokenizer = args.bert_tokenizer if family == "bert" else args.roberta_tokenizer
                 models[family] = save_random_backbone(
                     family, profile, tokenizer, os.path.join(workdir, f"{family}-random")
                 )
-            print(f"[{args.profile}] {name} ...", flush=True)
-            result = run_method(name, args, profile, models[family], workdir)
+            print(f"[{args.profile}] {label} ...", flush=True)
+            result = run_method(name, settings, profile, models[family], workdir, label)
             result["shapes"] = shapes(METHODS[name], args.extra)
             # Other jobs on the machine while this method ran (a shared CPU makes every figure slower).
             result["load_average_1_min_after"] = os.getloadavg()[0]
             if "error" not in result:
                 result.update(summarise(name, result, result["shapes"]["batch_size"], peak and peak["flops_per_s"]))
-                print(f"[{args.profile}] {name}: {result['step_time_s']['median'] * 1e3:.1f} ms/step", flush=True)
+                print(
+                    f"[{args.profile}] {label}: {result['step_time_s']['median'] * 1e3:.1f} ms/step "
+                    f"({result.get('step_path', 'eager')})",
+                    flush=True,
+                )
             else:
                 print(
-                    f"[{args.profile}] {name} FAILED: {result['error']}\n" + "\n".join(result["log_tail"]), flush=True
+                    f"[{args.profile}] {label} FAILED: {result['error']}\n" + "\n".join(result["log_tail"]), flush=True
                 )
-            results[name] = result
+            results[label] = result
             add_baseline_ratios(results)
             hardware["load_average_at_end"] = list(os.getloadavg())
             # After every method, so that an interrupted run keeps what it measured; atomically, so

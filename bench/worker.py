@@ -58,6 +58,9 @@ def run(spec: dict) -> dict:
         "flops_per_step": timer.flops_per_step,
         "peak_memory_bytes": peak_bytes,
         "peak_memory_kind": peak_kind,
+        # which step ran: the Trainer's, or the whole step captured as CUDA graphs (and which shapes)
+        "step_path": getattr(trainer, "step_path", "eager"),
+        "captured_shapes": list(getattr(getattr(trainer, "step_graphs", None), "captured", None) or []),
     }
     if spec["eval_repeats"] and spec["eval_suites"]:
         result["eval"] = time_evaluation(trainer, spec["eval_suites"], spec["eval_repeats"], spec["senteval_data_dir"])

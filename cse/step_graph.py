@@ -56,10 +56,13 @@ class TensorLearningRate:
         self.optimizer = optimizer
         self.tensors = []
         shadow = []
+        # fused AdamW's CUDA kernel reads a float32 lr, as it narrows a float one; the CPU's reads the
+        # value on the host as a double: float64 there gives the float schedule's steps exactly
+        dtype = torch.float32 if torch.device(device).type == "cuda" else torch.float64
         for group in optimizer.param_groups:
             value = float(group["lr"])
             shadow.append({key: value for key, value in group.items() if key != "params"} | {"lr": value})
-            group["lr"] = torch.tensor(value, dtype=torch.float64, device=device)  # the float schedule exactly
+            group["lr"] = torch.tensor(value, dtype=dtype, device=device)
             self.tensors.append(group["lr"])
         # the scheduler reads and writes the float copies; the optimizer reads the tensors
         scheduler.optimizer = _FloatGroups(scheduler.optimizer, shadow)
@@ -185,7 +188,8 @@ class StepGraphs:
         self.whole_step.attach()
         torch.cuda.synchronize()
         try:
-            with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
+            # other threads (the data loader's page-locking one) may call CUDA meanwhile
+            with torch.cuda.graph(graph, pool=self.pool, stream=self.stream, capture_error_mode="thread_local"):
                 outputs = self.whole_step(static)
         finally:
             self.whole_step.detach()

@@ -255,7 +255,11 @@ class CSETrainer(Trainer):
                 hint="pass --optim adamw_torch_fused",
             )
         self.lr_scheduler = TensorLearningRate(self.lr_scheduler, optimizer, self.args.device)
-        return StepGraphs(WholeStep(self, model, optimizer), capture=self.whole_step == "captured")
+        capture = self.whole_step == "captured"
+        if capture:  # its step reads the step counts and learning rates on the device alone
+            for group in optimizer.param_groups:
+                group["capturable"] = True
+        return StepGraphs(WholeStep(self, model, optimizer), capture=capture)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.is_term_logging_step(model):

@@ -224,3 +224,121 @@ def test_a_part_that_cannot_be_captured_runs_eagerly_and_says_why(tiny_bert, tmp
     plain = trainer([VAdvCSE()])
     assert plain.whole_step == "captured" and plain.step_path == "cuda graphs"
     assert not plain.accelerator.autocast_handler.cache_enabled
+
+
+# --- on a GPU: the captured step ----------------------------------------------------------------
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+
+
+@pytest.fixture(scope="module")
+def no_dropout_backbones(tmp_path_factory):
+    root = tmp_path_factory.mktemp("step_graph_no_dropout")
+    return {family: tiny_model_dir(root / family, family, dropout=0.0) for family in ("bert", "roberta")}
+
+
+def train_on_cuda(names, backbones, out, *flags, steps):
+    """The method or composition ``names`` run small on the GPU in bf16, ``flags`` after (``--cuda_graphs``)."""
+    script, family, method_flags = tiny_run(*names)
+    argv = [
+        "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
+        "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * steps), "--max_seq_length", "16",
+        "--per_device_train_batch_size", "8", "--max_steps", str(steps), "--learning_rate", "1e-3",
+        "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
+        "--final_eval", "none", "--logging_steps", "1", "--report_to", "none", "--disable_tqdm", "true",
+        "--seed", "7", "--bf16", "true", "--fp16", "false", *method_flags, *flags,
+    ]  # fmt: skip
+    trainer = importlib.import_module(script).main(argv)
+    weights = {name: t.detach().float().clone() for name, t in trainer.model.state_dict().items()}
+    for part in trainer.parts:
+        weights.update({f"{part.name}.{i}": t.detach().float().clone() for i, t in enumerate(part.parameters())})
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    return trainer, weights, losses
+
+
+def relative_difference(a: dict, b: dict) -> dict[str, float]:
+    return {name: ((a[name] - b[name]).norm() / (b[name].norm() + 1e-6)).item() for name in b}
+
+
+# bf16 keeps 8 significant bits: a step's roundings put weights within 2^-8 of each other, relative
+# to the tensor's norm; the captured kernels are the eager ones, so what differs is their order of
+# accumulation (atomics in the embeddings' backward) and the learning rate read from a float32 tensor.
+BF16 = 2.0**-8
+
+
+@CUDA
+@pytest.mark.e2e
+@pytest.mark.parametrize("names", RUNS, ids="+".join)
+def test_cuda_captured_step_equals_the_eager_step(names, no_dropout_backbones, tmp_path):
+    """Without dropout, from the same state and batches, 6 steps: 2 eager warm-up steps of the shape,
+    its capture and 3 replays, against the Trainer's own eager step."""
+    _, expected, eager_losses = train_on_cuda(names, no_dropout_backbones, tmp_path / "eager", steps=6)
+    trainer, weights, losses = train_on_cuda(
+        names, no_dropout_backbones, tmp_path / "graphs", "--cuda_graphs", "true", steps=6
+    )
+    assert trainer.step_path == "cuda graphs" and trainer.step_graphs.captured, trainer.step_path
+    differences = relative_difference(weights, expected)
+    assert max(differences.values()) <= BF16, sorted(differences.items(), key=lambda kv: -kv[1])[:3]
+    assert losses == pytest.approx(eager_losses, rel=BF16)
+
+
+@CUDA
+@pytest.mark.e2e
+@pytest.mark.parametrize("names", [("simcse",), ("adcse", "mixcse")], ids="+".join)
+def test_cuda_loss_curves_with_dropout_agree(names, backbones, tmp_path):
+    """With dropout, 200 steps: the captured run's losses over the last 100 steps have the eager run's
+    mean, within three standard errors of the difference."""
+    _, _, eager = train_on_cuda(names, backbones, tmp_path / "eager", steps=200)
+    _, _, captured = train_on_cuda(names, backbones, tmp_path / "graphs", "--cuda_graphs", "true", steps=200)
+    a, b = torch.tensor(eager[100:]), torch.tensor(captured[100:])
+    error = (a.var() / len(a) + b.var() / len(b)).sqrt()
+    assert abs(a.mean() - b.mean()) <= 3 * error, (a.mean().item(), b.mean().item(), error.item())
+
+
+@CUDA
+@pytest.mark.e2e
+def test_cuda_kill_and_resume_ends_as_the_uninterrupted_captured_run(backbones, tmp_path):
+    """kill -9 at step 6 of 10 (checkpoints every 4 steps) under --cuda_graphs, the same command again:
+    the run resumes from checkpoint-4 (the resumed process warms up and captures anew) and ends with
+    the uninterrupted captured run's weights, within bf16 rounding (the embeddings' backward adds with
+    atomics, whose order varies from run to run)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    from .conftest import DATA, REPO
+
+    def command(out):
+        script, family, flags = tiny_run("simcse")
+        return [
+            sys.executable, os.path.join(REPO, "tests", "kill_worker.py"), f"{script}.py",
+            "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
+            "--senteval_data_dir", SENTEVAL, "--max_train_samples", "80", "--max_seq_length", "16",
+            "--per_device_train_batch_size", "8", "--max_steps", "10", "--learning_rate", "1e-3",
+            "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4",
+            "--load_best_model_at_end", "false", "--final_eval", "none", "--logging_steps", "1",
+            "--report_to", "none", "--disable_tqdm", "true", "--seed", "7", "--bf16", "true", "--fp16", "false",
+            "--cuda_graphs", "true", *flags,
+        ]  # fmt: skip
+
+    env = {**os.environ, "CSE_DATA_DIR": DATA}
+    straight = subprocess.run(command(tmp_path / "straight"), env=env, capture_output=True, text=True, cwd=REPO)
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    killed = subprocess.run(
+        command(tmp_path / "cut"), env={**env, "CSE_TEST_KILL": "6:step"}, capture_output=True, text=True, cwd=REPO
+    )
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    resumed = subprocess.run(command(tmp_path / "cut"), env=env, capture_output=True, text=True, cwd=REPO)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stdout + resumed.stderr and "captured the training step" in resumed.stdout
+    a = load_file(str(tmp_path / "straight" / "model.safetensors"))
+    b = load_file(str(tmp_path / "cut" / "model.safetensors"))
+    differences = relative_difference({k: v.float() for k, v in b.items()}, {k: v.float() for k, v in a.items()})
+    identical = all(torch.equal(a[k], b[k]) for k in a)
+    with open(tmp_path / "cut" / "trainer_state.json", encoding="utf-8") as f:
+        assert json.load(f)["global_step"] == 10
+    print(f"resumed run: bit-identical {identical}, largest relative difference {max(differences.values()):.2e}")
+    assert identical or max(differences.values()) <= BF16
