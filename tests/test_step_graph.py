@@ -256,14 +256,21 @@ def train_on_cuda(names, backbones, out, *flags, steps):
     return trainer, weights, losses
 
 
-def relative_difference(a: dict, b: dict) -> dict[str, float]:
-    return {name: ((a[name] - b[name]).norm() / (b[name].norm() + 1e-6)).item() for name in b}
-
-
-# bf16 keeps 8 significant bits: a step's roundings put weights within 2^-8 of each other, relative
-# to the tensor's norm; the captured kernels are the eager ones, so what differs is their order of
+# bf16 keeps 8 significant bits: a step's roundings put the weights within 2^-8 of each other,
+# relative to their norm; the captured kernels are the eager ones, so what differs is their order of
 # accumulation (atomics in the embeddings' backward) and the learning rate read from a float32 tensor.
+# A tensor whose gradient is rounding alone (the attention key biases: softmax ignores them) differs
+# by AdamW's steps on that noise, each about the learning rate: no element further than 2 lr a step.
 BF16 = 2.0**-8
+
+
+def weights_agree(weights: dict, expected: dict, steps: int, lr: float = 1e-3) -> list[str]:
+    """What breaks the tolerance above, if anything."""
+    difference = sum((weights[k] - expected[k]).pow(2).sum() for k in expected).sqrt()
+    size = sum(expected[k].pow(2).sum() for k in expected).sqrt()
+    problems = [] if difference <= BF16 * size else [f"weights {difference / size:.2e} apart relative to their norm"]
+    far = {k: (weights[k] - expected[k]).abs().max().item() for k in expected}
+    return problems + [f"{k}: {v:.2e}" for k, v in far.items() if v > 2 * lr * steps]
 
 
 @CUDA
@@ -277,8 +284,7 @@ def test_cuda_captured_step_equals_the_eager_step(names, no_dropout_backbones, t
         names, no_dropout_backbones, tmp_path / "graphs", "--cuda_graphs", "true", steps=6
     )
     assert trainer.step_path == "cuda graphs" and trainer.step_graphs.captured, trainer.step_path
-    differences = relative_difference(weights, expected)
-    assert max(differences.values()) <= BF16, sorted(differences.items(), key=lambda kv: -kv[1])[:3]
+    assert not weights_agree(weights, expected, steps=6)
     assert losses == pytest.approx(eager_losses, rel=BF16)
 
 
@@ -336,9 +342,9 @@ def test_cuda_kill_and_resume_ends_as_the_uninterrupted_captured_run(backbones, 
     assert "resuming from" in resumed.stdout + resumed.stderr and "captured the training step" in resumed.stdout
     a = load_file(str(tmp_path / "straight" / "model.safetensors"))
     b = load_file(str(tmp_path / "cut" / "model.safetensors"))
-    differences = relative_difference({k: v.float() for k, v in b.items()}, {k: v.float() for k, v in a.items()})
     identical = all(torch.equal(a[k], b[k]) for k in a)
     with open(tmp_path / "cut" / "trainer_state.json", encoding="utf-8") as f:
         assert json.load(f)["global_step"] == 10
-    print(f"resumed run: bit-identical {identical}, largest relative difference {max(differences.values()):.2e}")
-    assert identical or max(differences.values()) <= BF16
+    problems = weights_agree({k: v.float() for k, v in b.items()}, {k: v.float() for k, v in a.items()}, steps=10)
+    print(f"resumed run: bit-identical {identical}; beyond bf16 rounding: {problems or 'nothing'}")
+    assert identical or not problems
