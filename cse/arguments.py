@@ -612,13 +612,13 @@ def check_save_steps(training_args, given: set[str]) -> None:
 def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | None = None, config_path=None):
     """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses. A leading ``.json``/``.yaml``
     path supplies values, typed as the file types them (``null``, mappings and lists included), that
-    later flags override (or ``config``, such values the caller read already from ``config_path``). Refused (``CSEUsageError``, one
-    line and a hint) before any dataclass is built: unknown names, in the file or on the command line,
-    abbreviated flags, an empty value, a value of the wrong kind, NaN or infinite numbers, a training
-    argument outside its range (:func:`training_ranges`; the other dataclasses check theirs when
-    built), 0 epochs without ``--max_steps``; after: ``save_steps`` without ``save_strategy: steps``, a
-    global batch under 2 and, for a training run, an ``--output_dir`` holding something other than a
-    run (:func:`cse.run_dir.check_run_directory`)."""
+    later flags override (or ``config``, such values the caller read already from ``config_path``).
+    Refused (``CSEUsageError``, one line and a hint) before any dataclass is built: unknown names, in
+    the file or on the command line, abbreviated flags, an empty value, a value of the wrong kind, NaN
+    or infinite numbers, a training argument outside its range (:func:`training_ranges`; the other
+    dataclasses check theirs when built), 0 epochs without ``--max_steps``; after: ``save_steps``
+    without ``save_strategy: steps``, a global batch under 2 and, for a training run, an
+    ``--output_dir`` holding something other than a run (:func:`cse.run_dir.check_run_directory`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = ArgumentParser(dataclass_types, allow_abbrev=False)
     given = given_flags(argv)

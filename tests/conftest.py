@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -176,6 +177,51 @@ def dev_head(tmp_path_factory):
         with open(os.path.join(DATA, "senteval", path), encoding="utf-8") as f:
             (root / path).write_text("".join(f.readlines()[:101]), encoding="utf-8")
     return str(root)
+
+
+def import_example(monkeypatch, path):
+    """A file of ``examples/`` imported as a module, its part registered in a copy of the registry that
+    the test puts back (the repository's own tests list the repository's own parts)."""
+    import importlib.util
+
+    from cse import registry
+
+    monkeypatch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
+    name = os.path.splitext(os.path.basename(path))[0] + "_example"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def train_outside(path, model, tmp_path, *flags):
+    """A file of ``examples/`` copied to a directory outside the checkout and run there for two logged
+    CPU steps, with ``cse`` importable as ``pip install -e .`` leaves it (the checkout on the path);
+    its output directory and the logged training steps."""
+    elsewhere = tmp_path / "parts"
+    elsewhere.mkdir()
+    shutil.copy(path, elsewhere)
+    out = tmp_path / "out"
+    argv = [
+        *flags, "--model_name_or_path", model, "--output_dir", str(out), "--train_file", WIKI_HEAD,
+        "--max_train_samples", "32", "--per_device_train_batch_size", "8", "--max_steps", "2",
+        "--logging_steps", "1", "--learning_rate", "1e-3", "--eval_strategy", "no", "--save_strategy", "no",
+        "--load_best_model_at_end", "false", "--final_eval", "none", "--use_cpu", "true",
+        "--disable_tqdm", "true", "--report_to", "none",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": REPO, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2"}
+    proc = subprocess.run(
+        [sys.executable, os.path.basename(path), *argv],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    with open(out / "trainer_state.json", encoding="utf-8") as f:
+        return out, [entry for entry in json.load(f)["log_history"] if "loss" in entry]
 
 
 def fake_checkpoint(path, step, method_files=(), best=None, max_steps=None):
@@ -459,7 +505,7 @@ def timed_launcher(tmp_path):
         'out=$(echo "$*" | sed -E "s/.*--output_dir ([^ ]+).*/\\1/")\n'
         'note() { echo "$1 $out ${CUDA_VISIBLE_DEVICES-all} $(date +%s.%N)" >> "$LAUNCH_LOG"; }\n'
         "note start\n"
-        "trap 'note term; echo \"error: SIGTERM stopped the run at step 1; no checkpoint saved yet\"; "
+        'trap \'note term; echo "error: SIGTERM stopped the run at step 1; no checkpoint saved yet"; '
         'echo "  hint: rerun the same command to resume"; exit 143\' TERM\n'
         'if [ -n "${FAIL_RUN:-}" ] && [[ $out == *$FAIL_RUN ]]; then\n'
         '  echo "error: $out: the run refuses"; echo "  hint: what to do"; note end; exit 1\n'

@@ -30,72 +30,29 @@ STEPS = 6
 # name -> (script, backbone family, the case's own flags). The presets with their paper defaults
 # (made small by the records' tiny flags), the ablations and variants that take another path through
 # the step, and every composition that trains.
+ADVERSARIES = ["--num_adversaries", "8", "--momentum", "0.9"]  # AdCSE small
+TEXTCNN = ["--textcnn_channels", "16", "--cnn_channels", "2"]  # SARCSE's TextCNN small
+SG = ["--projection_size", "16", "--early_stopping_patience", "0"]
 CASES = {
     "simcse": ("run_simcse", "bert", []),
-    "adcse": ("run_adcse", "bert", ["--num_adversaries", "8", "--momentum", "0.9"]),
-    "adcse-paper": ("run_adcse", "bert", ["--num_adversaries", "8", "--momentum", "0.9", "--variant", "paper"]),
+    "adcse": ("run_adcse", "bert", ADVERSARIES),
+    "adcse-paper": ("run_adcse", "bert", [*ADVERSARIES, "--variant", "paper"]),
     "adcse-no-adversaries": ("run_adcse", "bert", ["--momentum", "0.9", "--no_adversaries"]),
     "mixcse": ("run_mixcse", "bert", []),
     "mixcse-paper": ("run_mixcse", "bert", ["--variant", "paper", "--single"]),
     "vadvcse": ("run_vadvcse", "bert", []),
     "vadvcse-shared-dropout": ("run_vadvcse", "bert", ["--shared_dropout", "--vadv_lambda", "0.1"]),
-    "sarcse": ("run_sarcse", "roberta", ["--textcnn_channels", "16", "--cnn_channels", "2"]),
-    "sarcse-no-decoder": ("run_sarcse", "roberta", ["--textcnn_channels", "16", "--cnn_channels", "2", "--no_decoder"]),
-    "sgbert-opt": ("run_sgbert", "bert", ["--projection_size", "16", "--early_stopping_patience", "0"]),
-    "sgbert-sg": (
-        "run_sgbert",
-        "bert",
-        ["--projection_size", "16", "--early_stopping_patience", "0", "--loss_variant", "base"],
-    ),
-    "adcse+mixcse": ("run_cse", "bert", ["--parts", "adcse,mixcse", "--num_adversaries", "8", "--momentum", "0.9"]),
+    "sarcse": ("run_sarcse", "roberta", TEXTCNN),
+    "sarcse-no-decoder": ("run_sarcse", "roberta", [*TEXTCNN, "--no_decoder"]),
+    "sgbert-opt": ("run_sgbert", "bert", SG),
+    "sgbert-sg": ("run_sgbert", "bert", [*SG, "--loss_variant", "base"]),
+    "adcse+mixcse": ("run_cse", "bert", ["--parts", "adcse,mixcse", *ADVERSARIES]),
     "mixcse+vadvcse": ("run_cse", "bert", ["--parts", "mixcse,vadvcse"]),
-    "adcse+sarcse": (
-        "run_cse",
-        "roberta",
-        [
-            "--parts",
-            "adcse,sarcse",
-            "--num_adversaries",
-            "8",
-            "--momentum",
-            "0.9",
-            "--textcnn_channels",
-            "16",
-            "--cnn_channels",
-            "2",
-        ],
-    ),  # fmt: skip
-    "mixcse+sarcse": (
-        "run_cse",
-        "roberta",
-        ["--parts", "mixcse,sarcse", "--textcnn_channels", "16", "--cnn_channels", "2"],
-    ),
-    "sarcse+vadvcse": (
-        "run_cse",
-        "roberta",
-        ["--parts", "sarcse,vadvcse", "--textcnn_channels", "16", "--cnn_channels", "2"],
-    ),
-    "adcse+mixcse+sarcse": (
-        "run_cse",
-        "roberta",
-        [
-            "--parts",
-            "adcse,mixcse,sarcse",
-            "--num_adversaries",
-            "8",
-            "--momentum",
-            "0.9",
-            "--textcnn_channels",
-            "16",
-            "--cnn_channels",
-            "2",
-        ],
-    ),  # fmt: skip
-    "mixcse+sarcse+vadvcse": (
-        "run_cse",
-        "roberta",
-        ["--parts", "mixcse,sarcse,vadvcse", "--textcnn_channels", "16", "--cnn_channels", "2"],
-    ),
+    "adcse+sarcse": ("run_cse", "roberta", ["--parts", "adcse,sarcse", *ADVERSARIES, *TEXTCNN]),
+    "mixcse+sarcse": ("run_cse", "roberta", ["--parts", "mixcse,sarcse", *TEXTCNN]),
+    "sarcse+vadvcse": ("run_cse", "roberta", ["--parts", "sarcse,vadvcse", *TEXTCNN]),
+    "adcse+mixcse+sarcse": ("run_cse", "roberta", ["--parts", "adcse,mixcse,sarcse", *ADVERSARIES, *TEXTCNN]),
+    "mixcse+sarcse+vadvcse": ("run_cse", "roberta", ["--parts", "mixcse,sarcse,vadvcse", *TEXTCNN]),
 }
 
 

@@ -16,10 +16,9 @@ from transformers import Trainer, TrainingArguments
 from bench.report import mfu, percentile, projected_run_s
 from bench.run import main as bench_main
 from bench.timer import StepTimer
-
 from cse.errors import OS_ERROR_HINTS
 
-from .conftest import DATA, REPO, TOKENIZERS, WIKI_HEAD, file_size_limit
+from .conftest import DATA, REPO, TOKENIZERS, WIKI_HEAD
 
 
 class TwoLinear(nn.Module):

@@ -35,6 +35,10 @@ EXTERNAL_FLAGS = {
     "--lambdas",  # MixCSE's released training script, quoted as the setting we do not use
     "--pooling2",  # SG-BERT's released code (sentence-transformers 0.3.9), quoted against ours
     "--retry",  # curl, in scripts/download_data.sh
+    "--signal",  # timeout, in scripts/gpu_checks.sh
+    "--kill-after",  # timeout, in scripts/gpu_checks.sh
+    "--maxfail",  # pytest, in scripts/gpu_checks.sh
+    "--durations",  # pytest, in scripts/gpu_checks.sh
 }
 
 

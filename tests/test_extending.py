@@ -12,23 +12,18 @@ run is a subprocess, and the in-process checks use a copy of the registry that i
 (tests/test_composition.py lists the repository's own parts).
 """
 
-import importlib.util
 import itertools
 import json
 import math
 import os
 import re
-import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from cse import registry
 from cse.parts import Step
 
-from .conftest import DATA, REPO, WIKI_HEAD
+from .conftest import REPO, import_example, train_outside
 
 EXAMPLE = os.path.join(REPO, "examples", "align_uniform.py")
 PAGE = os.path.join(REPO, "docs", "extending.md")
@@ -38,38 +33,13 @@ WANG_ISOLA = "Understanding Contrastive Representation Learning through Alignmen
 @pytest.fixture
 def example(monkeypatch):
     """The example imported as a module, its part registered in a copy of the registry."""
-    monkeypatch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
-    spec = importlib.util.spec_from_file_location("align_uniform_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    return module
+    return import_example(monkeypatch, EXAMPLE)
 
 
 @pytest.mark.e2e
 def test_the_example_trains_outside_the_checkout_with_mixcse(tiny_bert, tmp_path):
-    elsewhere = tmp_path / "parts"
-    elsewhere.mkdir()
-    shutil.copy(EXAMPLE, elsewhere)
-    out = tmp_path / "out"
     flags = ["--parts", "mixcse,align_uniform", "--align_weight", "0.5", "--uniform_weight", "2"]
-    flags += ["--model_name_or_path", tiny_bert, "--output_dir", str(out), "--train_file", WIKI_HEAD]
-    flags += ["--max_train_samples", "32", "--per_device_train_batch_size", "8", "--max_steps", "2"]
-    flags += ["--logging_steps", "1", "--log_term_gradients", "true", "--learning_rate", "1e-3"]
-    flags += ["--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false"]
-    flags += ["--final_eval", "none", "--use_cpu", "true", "--disable_tqdm", "true", "--report_to", "none"]
-    env = {**os.environ, "PYTHONPATH": REPO, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2"}
-    proc = subprocess.run(
-        [sys.executable, "align_uniform.py", *flags],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    with open(out / "trainer_state.json", encoding="utf-8") as f:
-        logs = [entry for entry in json.load(f)["log_history"] if "loss" in entry]
+    out, logs = train_outside(EXAMPLE, tiny_bert, tmp_path, *flags, "--log_term_gradients", "true")
     assert len(logs) == 2
     for log in logs:
         # each step logs its own terms (--logging_steps 1): the weighted terms are the weights times the values

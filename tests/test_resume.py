@@ -69,7 +69,9 @@ def test_a_run_of_another_method_is_refused_even_when_the_new_one_has_no_argumen
     args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True)
     assert find_checkpoint(ModelArguments(), DataArguments(), args, MixCSEArguments(), method="mixcse") is None
     last = fake_checkpoint(tmp_path / "checkpoint-2", 2)
-    changed = r"other settings \(run\.method: 'mixcse' -> 'simcse'; method\.variant: .released. -> None;.*; and 1 more\)"
+    changed = (
+        r"other settings \(run\.method: 'mixcse' -> 'simcse'; method\.variant: .released. -> None;.*; and 1 more\)"
+    )
     with pytest.raises(CSEUsageError, match=changed) as e:
         find_checkpoint(ModelArguments(), DataArguments(), args, method="simcse")
     assert "it is a run of mixcse, which this command cannot continue" in e.value.hint  # no resume to suggest
@@ -78,7 +80,8 @@ def test_a_run_of_another_method_is_refused_even_when_the_new_one_has_no_argumen
         saved = json.load(f)
     del saved["run"]
     (tmp_path / RUN_ARGS_NAME).write_text(json.dumps(saved))
-    with pytest.raises(CSEUsageError, match=r"other settings \(method\.variant: .released. -> None;[^)]*True -> None\)"):
+    unnamed = r"other settings \(method\.variant: .released. -> None;[^)]*True -> None\)"
+    with pytest.raises(CSEUsageError, match=unnamed):
         find_checkpoint(ModelArguments(), DataArguments(), args, method="simcse")
     assert find_checkpoint(ModelArguments(), DataArguments(), args, MixCSEArguments(), method="mixcse") == last
 

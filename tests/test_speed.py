@@ -1,7 +1,8 @@
 """The speed options change no result: no host sync in any method's training step (checked on the CPU
 by intercepting the operators that would wait for a GPU), the loss curves (100 steps for SimCSE and for
-methods with an update after the optimizer's, AdCSE's; 25 for the others) with the speed options on equal those of the reference implementations (eager attention,
-transformers' own masks, per-parameter loops) to float32 rounding, and stay within bf16's rounding
+methods with an update after the optimizer's, AdCSE's; 25 for the others) with the speed options on
+equal those of the reference implementations (eager attention, transformers' own masks,
+per-parameter loops) to float32 rounding, and stay within bf16's rounding
 under ``--bf16``; Eq. 4 as multi-tensor ops against float64; SDPA's attention dropout against eager's;
 cached evaluation batches."""
 

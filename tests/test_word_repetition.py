@@ -5,34 +5,24 @@ masks exactly the tokens; copied to a directory outside the checkout, it trains 
 MixCSE. (The file registers its part when imported: in this process only into a copy of the registry,
 put back afterwards, as tests/test_extending.py does.)"""
 
-import importlib.util
 import json
 import os
-import shutil
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
 import torch
 from transformers import AutoTokenizer
 
-from cse import registry
 from cse.data import TwoViewCollator
 
-from .conftest import DATA, REPO, SENTENCES, TOKENIZERS, WIKI_HEAD
+from .conftest import REPO, SENTENCES, TOKENIZERS, import_example, train_outside
 
 EXAMPLE = os.path.join(REPO, "examples", "word_repetition.py")
 
 
 @pytest.fixture
 def example(monkeypatch):
-    monkeypatch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
-    spec = importlib.util.spec_from_file_location("word_repetition_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    return module
+    return import_example(monkeypatch, EXAMPLE)
 
 
 @pytest.fixture(scope="module")
@@ -127,27 +117,8 @@ def test_the_rate_is_checked(example):
 @pytest.mark.e2e
 @pytest.mark.parametrize("parts", ["word_repetition", "mixcse,word_repetition"])
 def test_the_part_trains_outside_the_checkout(parts, tiny_bert, tmp_path):
-    elsewhere = tmp_path / "parts"
-    elsewhere.mkdir()
-    shutil.copy(EXAMPLE, elsewhere)
-    out = tmp_path / "out"
-    flags = ["--parts", parts, "--dup_rate", "0.5", "--model_name_or_path", tiny_bert, "--output_dir", str(out)]
-    flags += ["--train_file", WIKI_HEAD, "--max_train_samples", "32", "--per_device_train_batch_size", "8"]
-    flags += ["--max_steps", "2", "--logging_steps", "1", "--learning_rate", "1e-3", "--max_seq_length", "24"]
-    flags += ["--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false"]
-    flags += ["--final_eval", "none", "--use_cpu", "true", "--disable_tqdm", "true", "--report_to", "none"]
-    env = {**os.environ, "PYTHONPATH": REPO, "CSE_DATA_DIR": DATA, "OMP_NUM_THREADS": "2"}
-    proc = subprocess.run(
-        [sys.executable, "word_repetition.py", *flags],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    with open(out / "trainer_state.json", encoding="utf-8") as f:
-        logs = [entry for entry in json.load(f)["log_history"] if "loss" in entry]
+    flags = ["--parts", parts, "--dup_rate", "0.5", "--max_seq_length", "24"]
+    out, logs = train_outside(EXAMPLE, tiny_bert, tmp_path, *flags)
     assert len(logs) == 2 and all(entry["loss"] > 0 for entry in logs)
     assert ("mix_score" in logs[0]) == ("mixcse" in parts)  # MixCSE's statistics beside the repeated views
     with open(out / "run_args.json", encoding="utf-8") as f:
