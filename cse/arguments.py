@@ -259,10 +259,12 @@ class CSETrainingArguments(TrainingArguments):
             # Batches are copied to the GPU asynchronously from page-locked memory (--dataloader_pin_memory,
             # on by default) instead of waiting for the stream at every step.
             self.accelerator_config = {"non_blocking": True}
+        # before the Trainer's own checks, whose errors and warnings about a setting (bf16 without a
+        # GPU, reduce-overhead) would come before the reason the run cannot be captured at all
+        check_cuda_graphs(self, device_type(self), int(os.environ.get("WORLD_SIZE", "1")))
         super().__post_init__()
         check_output_dir(self.output_dir)
         check_launch(self)
-        check_cuda_graphs(self)
         if self.compile_cache_dir is not None:
             if not self.torch_compile:
                 raise CSEUsageError(
@@ -276,11 +278,19 @@ class CSETrainingArguments(TrainingArguments):
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = self.compile_cache_dir
 
 
-def check_cuda_graphs(args) -> None:
-    """Refuse, before any work, what a captured training step cannot be: on a device other than
-    CUDA, one of several processes, sharded, accumulating gradients over several batches, with
-    fp16's dynamic loss scale (a host decision each step), with CUDA graphs of its own inside
-    (``reduce-overhead``) or an optimizer that cannot be captured."""
+def device_type(args) -> str:
+    """The type of device a run of ``args`` trains on, before the Trainer sets it up: ``cpu`` under
+    ``--use_cpu`` or without an accelerator, else the accelerator's (``cuda``, ``mps``, ...)."""
+    accelerator = None if args.use_cpu else torch.accelerator.current_accelerator()
+    return "cpu" if accelerator is None else accelerator.type
+
+
+def check_cuda_graphs(args, device: str, world_size: int) -> None:
+    """Refuse, before any work, what a captured training step cannot be, the device first (on a
+    machine without a GPU no other setting matters): on a device other than CUDA, one of several
+    processes, sharded, accumulating gradients over several batches, with fp16's dynamic loss scale
+    (a host decision each step), with CUDA graphs of its own inside (``reduce-overhead``) or an
+    optimizer that cannot be captured."""
     if not args.cuda_graphs:
         if args.cuda_graph_lengths:
             raise CSEUsageError(
@@ -293,10 +303,16 @@ def check_cuda_graphs(args) -> None:
             f"--cuda_graph_lengths must be distinct positive lengths, got {lengths}",
             hint="e.g. --cuda_graph_lengths 16 24 32",
         )
+    optim = str(getattr(args.optim, "value", args.optim))
     refusals = [
         (
-            args.world_size > 1,
-            f"--cuda_graphs captures one process's step, and this run has {args.world_size} processes",
+            device != "cuda",
+            f"--cuda_graphs captures the training step on a CUDA device, and this run is on {device}",
+            "leave --cuda_graphs out on a machine without a GPU",
+        ),
+        (
+            world_size > 1,
+            f"--cuda_graphs captures one process's step, and this run has {world_size} processes",
             "train one run per GPU (a table's runs over the GPUs: docs/reproduce.md), or leave --cuda_graphs out",
         ),
         (
@@ -321,14 +337,9 @@ def check_cuda_graphs(args) -> None:
             "leave --torch_compile_mode at its default, or use max-autotune-no-cudagraphs",
         ),
         (
-            str(getattr(args.optim, "value", args.optim)) != "adamw_torch_fused",
-            f"--cuda_graphs captures fused AdamW's step, and --optim is {getattr(args.optim, 'value', args.optim)}",
+            optim != "adamw_torch_fused",
+            f"--cuda_graphs captures fused AdamW's step, and --optim is {optim}",
             "pass --optim adamw_torch_fused",
-        ),
-        (
-            args.device.type != "cuda",
-            f"--cuda_graphs captures the training step on a CUDA device, and this run is on {args.device.type}",
-            "leave --cuda_graphs out on a machine without a GPU",
         ),
     ]
     for refused, message, hint in refusals:

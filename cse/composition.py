@@ -108,11 +108,13 @@ def flag_fields(record: MethodRecord) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(flags)} if flags else {}
 
 
-def flag_owner(name: str, chosen: list[MethodRecord], base: set[str]) -> tuple[MethodRecord | None, str]:
-    """Who takes the flag (or config key) ``name`` in a run of the parts ``chosen``, and under which of
-    its own names: ``(None, name)`` for the shared arguments (and for a name nobody takes, which
-    their parser then calls unknown), ``(record, field)`` for a part's (``no_<field>`` kept for a
-    switch turned off). A name two named parts share is refused."""
+def flag_owner(
+    name: str, chosen: list[MethodRecord], base: set[str], config_path: str | None = None
+) -> tuple[MethodRecord | None, str]:
+    """Who takes the flag (or, with ``config_path``, the key of that config file) ``name`` in a run of
+    the parts ``chosen``, and under which of its own names: ``(None, name)`` for the shared arguments
+    (and for a name nobody takes, which their parser then calls unknown), ``(record, field)`` for a
+    part's (``no_<field>`` kept for a switch turned off). A name two named parts share is refused."""
     if name in base:
         return None, name
     bare = []
@@ -125,10 +127,14 @@ def flag_owner(name: str, chosen: list[MethodRecord], base: set[str]) -> tuple[M
         if name in own or (name.startswith("no_") and name[3:] in own):
             bare.append(record)
     if len(bare) > 1:
-        spelled = " or ".join(f"--{r.name}_{name}" for r in bare)
+        owners = " and ".join(r.name for r in bare)
+        if config_path is None:
+            spelled = " or ".join(f"--{r.name}_{name}" for r in bare)
+            raise CSEUsageError(f"--{name} is an argument of {owners}: name its part", hint=f"spell it {spelled}")
+        spelled = " or ".join(f"{r.name}_{name}" for r in bare)
         raise CSEUsageError(
-            f"--{name} is an argument of {' and '.join(r.name for r in bare)}: name its part",
-            hint=f"spell it {spelled}",
+            f"{config_path}: the key {name} is an argument of {owners}: name its part",
+            hint=f"spell the key {spelled} in a copy of the file",
         )
     return (bare[0], name) if bare else (None, name)
 
@@ -161,12 +167,13 @@ def split_argv(argv: list[str]) -> list[list[str]]:
     return pieces
 
 
-def route(chosen, config: dict, argv: list[str], base: set[str]):
-    """The shared arguments' config values and flags, and each part's (renamed to its own names)."""
+def route(chosen, config: dict, argv: list[str], base: set[str], config_path: str | None = None):
+    """The shared arguments' values from the config file ``config_path`` and flags, and each part's
+    (renamed to its own names)."""
     shared = ({}, [])
     own = {record.name: ({}, []) for record in chosen}
     for key, value in config.items():
-        record, name = flag_owner(key, chosen, base)
+        record, name = flag_owner(key, chosen, base, config_path)
         (shared if record is None else own[record.name])[0][name] = value
     for piece in split_argv(argv):
         flag, _, value = piece[0].partition("=")
@@ -209,8 +216,8 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
         record = chosen[0]
         types = (*record.argument_types, PartsArguments, *extra)
         base = names_of(types) - set(flag_fields(record))
+        shared, own = route(chosen, config, argv, base, config_path)
         check_flags_of_other_parts(chosen, flags, base)
-        shared, own = route(chosen, config, argv, base)
         tokens, values = [*shared[1], *own[record.name][1]], {**shared[0], **own[record.name][0]}
         parsed = parse_args(types, tokens, config=values, config_path=config_path)
         model_args, data_args, training_args = parsed[:3]
@@ -221,8 +228,8 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
     if any(arg in ("-h", "--help") for arg in argv):
         print(composed_help(chosen, base_types), end="")
         raise SystemExit(0)
+    shared, own = route(chosen, config, argv, base, config_path)  # a shared config key named as the file's
     check_flags_of_other_parts(chosen, flags, base)
-    shared, own = route(chosen, config, argv, base)
     parsed = parse_args(base_types, shared[1], config=shared[0], config_path=config_path)
     model_args, data_args, training_args = parsed[:3]
     parts = []

@@ -384,9 +384,16 @@ class TwoViewCollator:
 def graph_lengths(max_seq_length: int, lengths: list[int] | None = None) -> list[int]:
     """The lengths batches are padded to under ``--cuda_graphs``: ``lengths``, or half, three quarters
     and all of ``max_seq_length`` rounded up to multiples of 8 (16, 24 and 32 for SimCSE's 32).
-    Refused: lengths that leave no room for a batch of the longest sentences."""
+    Refused: lengths that leave no room for a batch of the longest sentences, or that pad beyond them
+    (no sentence is longer than ``max_seq_length``: a longer graph would compute on padding alone)."""
     if not lengths:
         return sorted({min(max_seq_length, -(-max_seq_length * k // 4 // 8) * 8) for k in (2, 3, 4)})
+    if max(lengths) > max_seq_length:
+        raise CSEUsageError(
+            f"--cuda_graph_lengths {' '.join(map(str, lengths))} pad batches beyond --max_seq_length "
+            f"{max_seq_length}, which no sentence exceeds",
+            hint=f"keep the lengths at most {max_seq_length}, the largest {max_seq_length}",
+        )
     if max(lengths) < max_seq_length:
         raise CSEUsageError(
             f"--cuda_graph_lengths {' '.join(map(str, lengths))} leave no length for sentences of up to "

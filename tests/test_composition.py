@@ -77,6 +77,17 @@ def test_parts_that_cannot_run_are_refused_before_any_work(parts, message, tmp_p
     assert not (tmp_path / "out").exists()
 
 
+def test_a_config_key_two_named_parts_share_is_refused_naming_the_file(tmp_path):
+    """The MixCSE config's ``variant`` key in a run with AdCSE, whose flags have a ``variant`` too: the
+    refusal names the file and its key, not a flag the command does not hold."""
+    config = os.path.join(REPO, "configs", "mixcse_bert_base.yaml")
+    message = f"{config}: the key variant is an argument of adcse and mixcse: name its part"
+    with pytest.raises(CSEUsageError, match=re.escape(message)) as refused:
+        composition.parse([config, "--parts", "mixcse,adcse", "--output_dir", str(tmp_path / "out")])
+    assert refused.value.hint == "spell the key adcse_variant or mixcse_variant in a copy of the file"
+    assert not (tmp_path / "out").exists()
+
+
 def test_help_without_parts_names_the_parts():
     proc = subprocess.run([sys.executable, "run_cse.py", "--help"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0 and proc.stdout.startswith("usage: run_cse.py --parts")

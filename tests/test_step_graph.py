@@ -16,6 +16,7 @@ The captured step itself is checked on a GPU by the tests named ``cuda`` (``pyte
 
 import importlib
 import logging
+import re
 
 import pytest
 import torch
@@ -172,33 +173,69 @@ def test_graph_lengths_default_to_three_and_refuse_too_short():
     assert graph_lengths(32, [32, 16]) == [16, 32]
     with pytest.raises(CSEUsageError, match="leave no length for sentences of up to --max_seq_length 32"):
         graph_lengths(32, [16, 24])
+    with pytest.raises(CSEUsageError, match="pad batches beyond --max_seq_length 32, which no sentence exceeds"):
+        graph_lengths(32, [16, 32, 512])
 
 
 @pytest.mark.parametrize(
     "flags, message",
     [
         (
-            ["--cuda_graphs", "true"],
+            ["--cuda_graphs", "true", "--fp16", "true", "--torch_compile_mode", "reduce-overhead"],
             "--cuda_graphs captures the training step on a CUDA device, and this run is on cpu",
-        ),
-        (["--cuda_graphs", "true", "--gradient_accumulation_steps", "2"], "captures one batch a step"),
-        (["--cuda_graphs", "true", "--fp16", "true"], "cannot capture fp16's dynamic loss scale"),
-        (["--cuda_graphs", "true", "--torch_compile_mode", "reduce-overhead"], "makes CUDA graphs of its own"),
-        (
-            ["--cuda_graphs", "true", "--optim", "adamw_torch"],
-            "captures fused AdamW's step, and --optim is adamw_torch",
         ),
         (["--cuda_graph_lengths", "16", "32"], "--cuda_graph_lengths set, but --cuda_graphs is off"),
         (["--cuda_graphs", "true", "--cuda_graph_lengths", "16", "16"], "must be distinct positive lengths"),
     ],
 )
 def test_what_cannot_be_captured_is_refused_before_any_work(flags, message, capsys, tmp_path):
+    """On a machine without a GPU the device is the refusal, before any other setting's (the Trainer's
+    own warning about reduce-overhead included): one error line and its hint, nothing written."""
     import run_simcse
 
     out = tmp_path / "out"
     lines = refusal(capsys, run_simcse.main, ["--output_dir", str(out), "--use_cpu", "true", *flags])
-    assert lines[0].startswith("error: ") and message in lines[0] and len(lines) == 2
+    assert lines[0].startswith("error: ") and message in lines[0] and len(lines) == 2, lines
     assert not out.exists()
+
+
+CAPTURABLE = dict(
+    cuda_graphs=True, cuda_graph_lengths=None, deepspeed=None, fsdp="", gradient_accumulation_steps=1,
+    fp16=False, torch_compile_mode=None, optim="adamw_torch_fused",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({}, None),
+        ({"torch_compile_mode": "max-autotune-no-cudagraphs"}, None),
+        ({"world_size": 2}, "captures one process's step, and this run has 2 processes"),
+        ({"deepspeed": "configs/accelerate/deepspeed_zero2.json"}, "does not capture a DeepSpeed or FSDP step"),
+        ({"fsdp": "full_shard"}, "does not capture a DeepSpeed or FSDP step"),
+        ({"gradient_accumulation_steps": 2}, "captures one batch a step, and --gradient_accumulation_steps is 2"),
+        ({"fp16": True}, "cannot capture fp16's dynamic loss scale"),
+        ({"torch_compile_mode": "reduce-overhead"}, "reduce-overhead makes CUDA graphs of its own"),
+        ({"torch_compile_mode": "max-autotune"}, "max-autotune makes CUDA graphs of its own"),
+        ({"optim": "adamw_torch"}, "captures fused AdamW's step, and --optim is adamw_torch"),
+        ({"device": "mps"}, "captures the training step on a CUDA device, and this run is on mps"),
+    ],
+)
+def test_the_settings_a_captured_step_cannot_have_are_refused_on_a_gpu(setting, message):
+    """The refusals a CUDA machine gives, each with its hint (the arguments as a GPU run has them)."""
+    from types import SimpleNamespace
+
+    from cse.arguments import check_cuda_graphs
+
+    setting = dict(setting)
+    device, world_size = setting.pop("device", "cuda"), setting.pop("world_size", 1)
+    args = SimpleNamespace(**(CAPTURABLE | setting))
+    if message is None:
+        check_cuda_graphs(args, device, world_size)
+        return
+    with pytest.raises(CSEUsageError, match=re.escape(message)) as refused:
+        check_cuda_graphs(args, device, world_size)
+    assert refused.value.hint
 
 
 def test_a_part_that_cannot_be_captured_runs_eagerly_and_says_why(tiny_bert, tmp_path, caplog):
