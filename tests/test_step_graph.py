@@ -167,7 +167,7 @@ def test_graph_lengths_pad_without_changing_an_embedding(pooler, tmp_path):
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_graph_lengths_default_to_three_and_refuse_too_short():
+def test_graph_lengths_default_to_three_and_end_at_max_seq_length():
     assert graph_lengths(32) == [16, 24, 32] and graph_lengths(128) == [64, 96, 128]
     assert graph_lengths(30) == [16, 24, 30]
     assert graph_lengths(32, [32, 16]) == [16, 32]
