@@ -289,8 +289,8 @@ def check_cuda_graphs(args, device: str, world_size: int) -> None:
     """Refuse, before any work, what a captured training step cannot be, the device first (on a
     machine without a GPU no other setting matters): on a device other than CUDA, one of several
     processes, sharded, accumulating gradients over several batches, with fp16's dynamic loss scale
-    (a host decision each step), with CUDA graphs of its own inside (``reduce-overhead``) or an
-    optimizer that cannot be captured."""
+    (a host decision each step), with CUDA graphs of its own inside (``reduce-overhead``), an
+    optimizer that cannot be captured or a learning rate set from evaluation metrics."""
     if not args.cuda_graphs:
         if args.cuda_graph_lengths:
             raise CSEUsageError(
@@ -304,6 +304,7 @@ def check_cuda_graphs(args, device: str, world_size: int) -> None:
             hint="e.g. --cuda_graph_lengths 16 24 32",
         )
     optim = str(getattr(args.optim, "value", args.optim))
+    scheduler = str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
     refusals = [
         (
             device != "cuda",
@@ -340,6 +341,12 @@ def check_cuda_graphs(args, device: str, world_size: int) -> None:
             optim != "adamw_torch_fused",
             f"--cuda_graphs captures fused AdamW's step, and --optim is {optim}",
             "pass --optim adamw_torch_fused",
+        ),
+        (
+            scheduler in ("reduce_lr_on_plateau", "greedy"),
+            f"--cuda_graphs updates the learning rate in place from its schedule, and --lr_scheduler_type "
+            f"{scheduler} sets it from the evaluation's metrics",
+            "use a schedule of the step count (linear, the default; cosine, constant, ...), or leave --cuda_graphs out",
         ),
     ]
     for refused, message, hint in refusals:

@@ -4,7 +4,8 @@ card, ``README.md``, and ``config.json`` would replace theirs).
 
 A directory is a run's when it holds the run's settings (``run_args.json``, written before the first
 training step) or a finished run (``cse_config.json``), or only what a run writes before its
-settings: the lock, SG-BERT's sentence corpus, temporary ``*.tmp`` files and checkpoint folders."""
+settings: the lock, SG-BERT's sentence corpus, temporary ``*.tmp`` files, checkpoint folders and the
+logs a launcher writes into it before starting the run (``_logs/``: the table scripts' driver)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ STSB_CORPUS_NAME = "stsb_sentences.txt"
 INCOMPLETE_NAME = "_incomplete_checkpoints"
 
 RUN_MARKERS = (RUN_ARGS_NAME, CSE_CONFIG_NAME)
-_BEFORE_SETTINGS = (LOCK_NAME, STSB_CORPUS_NAME, INCOMPLETE_NAME)
+# The run's logs, written by whatever launched it (python -m sweep) before the run starts.
+LAUNCHER_LOGS_NAME = "_logs"
+_BEFORE_SETTINGS = (LOCK_NAME, STSB_CORPUS_NAME, INCOMPLETE_NAME, LAUNCHER_LOGS_NAME)
 _CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-\d+$")
 
 

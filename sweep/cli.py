@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,10 +25,20 @@ from .record import REPO, TableRefused
 from .report import plan_text
 
 EXECUTORS = ("sequential", "gpus", "slurm")
+# what CUDA_VISIBLE_DEVICES takes: an index, or a GPU's or MIG instance's UUID
+GPU_ID = re.compile(r"\d+|(GPU|MIG)-[0-9A-Za-z/-]+")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors (a value of the wrong type, an option without its value) are
+    one ``error:`` line and a hint, as every refusal here, rather than the usage block."""
+
+    def error(self, message):
+        raise CSEUsageError(message, hint=f"{self.prog} --help lists the options")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python3 -m sweep",
         description="Plan a paper table's runs and run them: one after another, over this machine's GPUs, "
         "or as SLURM jobs. Arguments that are not the driver's go to the table's training runs.",
@@ -104,9 +115,16 @@ def gpu_slots(option: str | None, processes: int, max_parallel: int | None) -> l
         source, option = "CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES")
     if option is None:
         source, option = "nvidia-smi", _nvidia_smi_ids()
-    ids = [gpu.strip() for gpu in option.split(",") if gpu.strip()]
-    if not ids:
+    if not option.strip():
         raise CSEUsageError(f"no GPU to run on ({source} lists none)", hint="name the GPUs: --gpus 0,1,2,3")
+    ids = [gpu.strip() for gpu in option.split(",")]
+    wrong = [gpu for gpu in ids if not GPU_ID.fullmatch(gpu)]
+    if wrong:
+        raise CSEUsageError(
+            f"{source} {option}: {', '.join(repr(gpu) for gpu in wrong)} is not a GPU",
+            hint="name GPUs by index (0,1,2,3) or UUID (GPU-..., MIG-...), as CUDA_VISIBLE_DEVICES does",
+        )
+    ids = [str(int(gpu)) if gpu.isdigit() else gpu for gpu in ids]  # 00 is GPU 0
     repeated = sorted({gpu for gpu in ids if ids.count(gpu) > 1})
     if repeated:
         raise CSEUsageError(
@@ -174,7 +192,10 @@ def main(argv=None) -> int:
 
         slurm_settings = settings(args, processes, check_cluster=not args.plan)
         processes = slurm_settings.processes
-    slots = gpu_slots(args.gpus, processes, args.max_parallel) if args.executor == "gpus" and not args.plan else None
+    # the GPUs named are checked under --plan too; those of the machine only when the runs start
+    slots = None
+    if args.executor == "gpus" and (args.gpus is not None or not args.plan):
+        slots = gpu_slots(args.gpus, processes, args.max_parallel)
     scripts = resolve_tables(names)
     os.chdir(REPO)  # the tables name their directories relative to the repository, as their scripts run there
     if len(scripts) > 1 and os.environ.get("OUTPUT_DIR"):

@@ -24,6 +24,8 @@ FINISHED_NAME = "cse_config.json"
 LAUNCH_ARGS_NAME = "launch_args.txt"
 # The sweep's files inside a run's directory (logs, SLURM job records): the leading underscore keeps
 # them out of --push_to_hub uploads (cse.model_card.PUSH_IGNORE).
+# cse.run_dir.LAUNCHER_LOGS_NAME, which a run accepts in its directory before it starts (the driver
+# imports nothing that needs torch or transformers)
 LOGS_NAME = "_logs"
 CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 

@@ -201,7 +201,7 @@ def test_what_cannot_be_captured_is_refused_before_any_work(flags, message, caps
 
 CAPTURABLE = dict(
     cuda_graphs=True, cuda_graph_lengths=None, deepspeed=None, fsdp="", gradient_accumulation_steps=1,
-    fp16=False, torch_compile_mode=None, optim="adamw_torch_fused",
+    fp16=False, torch_compile_mode=None, optim="adamw_torch_fused", lr_scheduler_type="linear",
 )  # fmt: skip
 
 
@@ -219,6 +219,9 @@ CAPTURABLE = dict(
         ({"torch_compile_mode": "max-autotune"}, "max-autotune makes CUDA graphs of its own"),
         ({"optim": "adamw_torch"}, "captures fused AdamW's step, and --optim is adamw_torch"),
         ({"device": "mps"}, "captures the training step on a CUDA device, and this run is on mps"),
+        ({"lr_scheduler_type": "cosine"}, None),
+        ({"lr_scheduler_type": "reduce_lr_on_plateau"}, "reduce_lr_on_plateau sets it from the evaluation's"),
+        ({"lr_scheduler_type": "greedy"}, "--lr_scheduler_type greedy sets it from the evaluation's metrics"),
     ],
 )
 def test_the_settings_a_captured_step_cannot_have_are_refused_on_a_gpu(setting, message):

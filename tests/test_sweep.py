@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from sweep import estimate
-from sweep.plan import plan_tables, table_scripts
+from sweep.plan import log_path, plan_tables, table_scripts
 from sweep.report import counts_markdown
 
 from .conftest import REPO, fake_tools, table_script, timed_launcher
@@ -170,6 +170,19 @@ def test_a_failed_run_leaves_the_others_and_its_cells_missing(tiny):
     assert [e[1] for e in events(log) if e[0] == "start"][4:] == [f"{root}/s2-seed1"]
 
 
+def test_a_run_accepts_the_directory_the_sweep_prepared_for_it(tmp_path):
+    """The driver writes a run's log into its directory before launching it: the run must take that
+    directory for its own, not for a directory of someone else's files."""
+    from cse.run_dir import LAUNCHER_LOGS_NAME, check_run_directory
+
+    log = log_path(str(tmp_path / "run"), "train")
+    os.makedirs(os.path.dirname(log))
+    with open(log, "w", encoding="utf-8") as f:
+        f.write("$ run_simcse.py ...\n")
+    assert os.path.relpath(log, tmp_path / "run").split(os.sep)[0] == LAUNCHER_LOGS_NAME
+    check_run_directory(str(tmp_path / "run"))
+
+
 @pytest.mark.parametrize(
     "args, env, error",
     [
@@ -179,8 +192,29 @@ def test_a_failed_run_leaves_the_others_and_its_cells_missing(tiny):
         (["--gpus", "0"], {}, "error: --gpus is an option of the gpus executor"),
         (["--slurm_time", "10"], {}, "error: --slurm_time is an option of the slurm executor"),
         (["--executor", "slurm"], {"PATH": "no-sbatch"}, "error: --executor slurm: sbatch is not on the PATH"),
+        (["--executor", "gpus", "--gpus", "0,00"], {}, "error: --gpus 0,00 names GPU 0 more than once"),
+        (["--executor", "gpus", "--gpus", "abc"], {}, "error: --gpus abc: 'abc' is not a GPU"),
+        (["--executor", "gpus", "--gpus", "0,-1"], {}, "error: --gpus 0,-1: '-1' is not a GPU"),
+        (["--executor", "gpus", "--gpus", "0,,1"], {}, "error: --gpus 0,,1: '' is not a GPU"),
+        (["--plan", "--executor", "gpus", "--gpus", "0,0"], {}, "error: --gpus 0,0 names GPU 0 more than once"),
+        (["--executor", "gpus", "--max_parallel", "nan"], {}, "error: argument --max_parallel: invalid int value"),
+        (["--executor"], {}, "error: argument --executor: expected one argument"),
     ],
-    ids=["executor", "gpu-twice", "gpus-num_gpus", "gpus-sequential", "slurm-option", "no-sbatch"],
+    ids=[
+        "executor",
+        "gpu-twice",
+        "gpus-num_gpus",
+        "gpus-sequential",
+        "slurm-option",
+        "no-sbatch",
+        "gpu-00",
+        "gpu-name",
+        "gpu-negative",
+        "gpu-empty-item",
+        "plan-gpu-twice",
+        "max_parallel-nan",
+        "executor-no-value",
+    ],  # fmt: skip
 )
 def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, env, error):
     script, base, log = tiny
