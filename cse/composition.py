@@ -43,9 +43,14 @@ class PartsArguments:
 def requested_parts(argv: list[str]) -> list[str]:
     """The part names of ``--parts`` (or ``--parts=``), else of the leading config file's ``parts``."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--parts")
+    parser.add_argument("--parts", action="append")
     flags, _ = parser.parse_known_args(argv)
-    value = flags.parts
+    if flags.parts is not None and len(flags.parts) > 1:
+        raise CSEUsageError(
+            f"--parts given {len(flags.parts)} times ({', '.join(flags.parts)})",
+            hint=f"name every part in one --parts: --parts {','.join(flags.parts)}",
+        )
+    value = flags.parts[0] if flags.parts else None
     if value is None and argv and argv[0].endswith(CONFIG_SUFFIXES):
         value = read_config_file(argv[0]).get("parts")
     if value is None and any(arg in ("-h", "--help") for arg in argv):
@@ -172,8 +177,22 @@ def route(chosen, config: dict, argv: list[str], base: set[str], config_path: st
     (renamed to its own names)."""
     shared = ({}, [])
     own = {record.name: ({}, []) for record in chosen}
+    spellings: dict[tuple, str] = {}
+
+    def once(record, name: str, spelled: str, where: str) -> None:
+        """Refuse one setting of a part given under both its spellings (``--mix_lambda`` and
+        ``--mixcse_mix_lambda``): neither would say which it meant."""
+        before = spellings.setdefault((where, record.name, name.removeprefix("no_")), spelled)
+        if before != spelled:
+            raise CSEUsageError(
+                f"{where}{before} and {spelled} both set {record.name}'s {name.removeprefix('no_')}",
+                hint="give it once",
+            )
+
     for key, value in config.items():
         record, name = flag_owner(key, chosen, base, config_path)
+        if record is not None:
+            once(record, name, key, f"{config_path}: the keys ")
         (shared if record is None else own[record.name])[0][name] = value
     for piece in split_argv(argv):
         flag, _, value = piece[0].partition("=")
@@ -181,6 +200,8 @@ def route(chosen, config: dict, argv: list[str], base: set[str], config_path: st
             shared[1].extend(piece)
             continue
         record, name = flag_owner(flag[2:], chosen, base)
+        if record is not None:
+            once(record, name, flag, "")
         spelled = [f"--{name}" + (f"={value}" if value else ""), *piece[1:]] if record is not None else piece
         (shared if record is None else own[record.name])[1].extend(spelled)
     return shared, own

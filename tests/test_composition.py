@@ -68,6 +68,12 @@ def test_docs_composition_is_generated_from_the_records():
         # a flag of a part not named: whose it is, not "unknown"
         ("mixcse --vadv_lambda 1", "--vadv_lambda is an argument of vadvcse, which --parts does not name"),
         ("mixcse,vadvcse --adcse_variant paper", "--adcse_variant is an argument of adcse, which"),
+        # given twice: neither would say which it meant
+        ("mixcse --parts vadvcse", "--parts given 2 times (mixcse, vadvcse)"),
+        (
+            "mixcse,vadvcse --mixcse_mix_lambda 0.2 --mix_lambda 0.3",
+            "--mixcse_mix_lambda and --mix_lambda both set mixcse's mix_lambda",
+        ),
     ],
 )
 def test_parts_that_cannot_run_are_refused_before_any_work(parts, message, tmp_path):
@@ -86,6 +92,19 @@ def test_a_config_key_two_named_parts_share_is_refused_naming_the_file(tmp_path)
         composition.parse([config, "--parts", "mixcse,adcse", "--output_dir", str(tmp_path / "out")])
     assert refused.value.hint == "spell the key adcse_variant or mixcse_variant in a copy of the file"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_config_that_sets_a_part_flag_under_both_spellings_is_refused(tmp_path):
+    config = tmp_path / "both.yaml"
+    config.write_text("parts: mixcse,vadvcse\nmix_lambda: 0.3\nmixcse_mix_lambda: 0.4\n")
+    message = f"{config}: the keys mix_lambda and mixcse_mix_lambda both set mixcse's mix_lambda"
+    with pytest.raises(CSEUsageError, match=re.escape(message)):
+        composition.parse([str(config), "--output_dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+    # a flag overrides the file's key under either spelling, as any flag overrides its config file
+    config.write_text("parts: mixcse,vadvcse\nmix_lambda: 0.3\n")
+    *_, parts = composition.parse([str(config), "--output_dir", str(tmp_path / "out"), "--mixcse_mix_lambda", "0.2"])
+    assert [part.args.mix_lambda for part in parts if part.name == "mixcse"] == [0.2]
 
 
 def test_help_without_parts_names_the_parts():
@@ -120,8 +139,9 @@ def test_a_parts_flags_are_spelled_by_the_parts_named_alone(tiny_bert, tmp_path)
         assert chosen[0].args == MixCSEArguments(variant="paper") and chosen[1].args.vadv_lambda == 0.5
     *_, chosen = composition.parse(argv(tiny_bert, tmp_path, *parts, "--vadvcse_vadv_lambda", "0.25"))
     assert chosen[1].args.vadv_lambda == 0.25
-    *_, chosen = composition.parse(argv(tiny_bert, tmp_path, *parts, "--no_mixcse_stop_gradient", "--no_stop_gradient"))
-    assert chosen[0].args.stop_gradient is False
+    for spelled in ("--no_mixcse_stop_gradient", "--no_stop_gradient"):
+        *_, chosen = composition.parse(argv(tiny_bert, tmp_path, *parts, spelled))
+        assert chosen[0].args.stop_gradient is False
     # two parts' names: each with its part
     *_, chosen = composition.parse(
         argv(tiny_bert, tmp_path, "--parts", "adcse,mixcse", "--adcse_variant", "released", "--mixcse_variant", "paper")

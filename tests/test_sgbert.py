@@ -437,12 +437,13 @@ def test_run_sgbert_with_each_loss_variant(tiny_bert, tmp_path, monkeypatch, fla
 def test_parts_sgbert_is_run_sgbert(tiny_bert, tmp_path, monkeypatch):
     """``run_cse.py --parts sgbert`` is SG-BERT's preset: without a corpus named, it trains on every
     STS-B sentence, written to OUTPUT_DIR/stsb_sentences.txt, and stops after --early_stopping_patience
-    evaluations without improvement, logging what run_sgbert.py logs. At learning rate 0 the dev score
-    never improves: with an evaluation every 2 steps and patience 1, both stop at step 4 of 20."""
+    evaluations without improvement, logging what run_sgbert.py logs. At learning rate 1e-12 (0 is
+    refused) no float32 weight moves far enough to change the dev ranking, so the score never improves:
+    with an evaluation every 2 steps and patience 1, both stop at step 4 of 20."""
     monkeypatch.setenv("CSE_DATA_DIR", DATA)
     flags = ["--model_name_or_path", tiny_bert, "--projection_size", "16", "--max_train_samples", "160"]
     flags += ["--per_device_train_batch_size", "8", "--max_steps", "20", "--eval_steps", "2"]
-    flags += ["--logging_steps", "1", "--learning_rate", "0", "--early_stopping_patience", "1", "--use_cpu", "true"]
+    flags += ["--logging_steps", "1", "--learning_rate", "1e-12", "--early_stopping_patience", "1", "--use_cpu", "true"]
     flags += ["--disable_tqdm", "true", "--final_eval", "none", "--report_to", "none"]
     logs = {}
     for name, main, extra in (("script", run_sgbert.main, []), ("parts", composition.main, ["--parts", "sgbert"])):
