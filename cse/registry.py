@@ -140,6 +140,12 @@ def record_problem(record: MethodRecord) -> str | None:
         return f"part {part.name!r} has no docs (its documentation page, a path or address)"
     if part.Flags is not None and not dataclasses.is_dataclass(part.Flags):
         return f"part {part.name!r}: Flags must be a dataclass of its flags, got {part.Flags!r}"
+    # A flag of the run's own dataclasses would be parsed twice (argparse refuses the second) and its
+    # setting could not say which it meant; "parts" is run_cse.py's own flag.
+    shared = {f.name for arguments in record.arguments for f in dataclasses.fields(arguments)} | {"parts"}
+    for flag in dataclasses.fields(part.Flags) if part.Flags is not None else ():
+        if flag.name in shared:
+            return f"part {part.name!r}: its flag {flag.name} has the name of a shared argument (--{flag.name})"
     return None
 
 
@@ -156,15 +162,19 @@ _PROBLEMS: list[str] = []
 
 
 def register(record: MethodRecord) -> MethodRecord:
-    """Add a method's record (once per name). A record that lacks what a run needs is kept out, and
-    :func:`records` refuses to go on, naming what it lacks: the first command run after the import
-    stops before any work, in one line."""
+    """Add a method's record (one per name). A record that lacks what a run needs, or takes a name
+    another has, is kept out, and :func:`records` refuses to go on, naming what is wrong: the first
+    command run after the import stops before any work, in one line."""
     problem = record_problem(record)
+    before = _RECORDS.get(record.name, record)
+    if problem is None and before is not record:
+        # --parts and the run scripts find a part by its name: two of one name would be one guess
+        problem = f"two parts are named {record.name!r}: " + " and ".join(
+            sorted(f"{r.part.__module__}.{r.part.__qualname__}" for r in (before, record))
+        )
     if problem is not None:
         _PROBLEMS.append(problem)
         return record
-    if _RECORDS.get(record.name, record) is not record:
-        raise ValueError(f"a method named {record.name!r} is registered already")
     _RECORDS[record.name] = record
     return record
 

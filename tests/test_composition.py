@@ -95,6 +95,7 @@ def test_a_config_key_two_named_parts_share_is_refused_naming_the_file(tmp_path)
 
 
 def test_a_config_that_sets_a_part_flag_under_both_spellings_is_refused(tmp_path):
+    """``mix_lambda`` and ``mixcse_mix_lambda`` in one file: neither key would say which value it meant."""
     config = tmp_path / "both.yaml"
     config.write_text("parts: mixcse,vadvcse\nmix_lambda: 0.3\nmixcse_mix_lambda: 0.4\n")
     message = f"{config}: the keys mix_lambda and mixcse_mix_lambda both set mixcse's mix_lambda"

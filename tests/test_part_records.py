@@ -1,7 +1,8 @@
 """A part's record is checked when it registers: a part outside the package (examples/align_uniform.py
-with one declaration taken out) that has no citation, a citation without a ``title``, no
-``display_name``, no ``docs``, or flags that are not a dataclass is refused before any work, in one
-``error:`` line and a ``hint:``, with exit status 2 and nothing written.
+with one declaration taken out or changed) that has no citation, a citation without a ``title``, no
+``display_name``, no ``docs``, flags that are not a dataclass, a flag named as one of the run's shared
+arguments, or the name of a method of the package is refused before any work, in one ``error:`` line
+and a ``hint:``, with exit status 2 and nothing written.
 
 In this process the file registers into a copy of the registry that is put back afterwards; as a
 command, it runs in a subprocess, as a user runs it (tests/test_extending.py says why).
@@ -34,16 +35,27 @@ CASES = {
         "@dataclass\n",
         "error: part 'align_uniform': Flags must be a dataclass of its flags, got <class '",
     ),
+    # lines changed, not taken out: (the start of the line, what replaces it, the refusal)
+    "a flag named as a shared argument": (
+        "    align_weight: float = field(",
+        "    temp: float = field(default=1.0)\n",
+        "error: part 'align_uniform': its flag temp has the name of a shared argument (--temp)",
+    ),
+    "the name of a method of the package": (
+        '    name = "align_uniform"',
+        '    name = "mixcse"\n',
+        "error: two parts are named 'mixcse': ",
+    ),
 }
 
 
 def broken_example(directory, case) -> str:
-    """The example with the line of ``case`` taken out, written to ``directory``."""
-    prefix = CASES[case][0]
+    """The example with the line of ``case`` taken out or replaced, written to ``directory``."""
+    prefix, *replacement, _ = CASES[case]
     with open(EXAMPLE, encoding="utf-8") as f:
         lines = f.readlines()
-    kept = [line for line in lines if not line.startswith(prefix)]
-    assert len(kept) == len(lines) - 1, f"the example has no single line starting {prefix!r}"
+    assert sum(line.startswith(prefix) for line in lines) == 1, f"the example has no single line starting {prefix!r}"
+    kept = [(replacement[0] if replacement else "") if line.startswith(prefix) else line for line in lines]
     path = os.path.join(directory, "my_part.py")
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(kept)
@@ -56,7 +68,7 @@ def run_argv(tiny_bert, out):
 
 
 def check_refusal(lines, case, out):
-    first = CASES[case][1]
+    first = CASES[case][-1]
     assert lines[0] == first if first.endswith(")") else lines[0].startswith(first), lines
     assert lines[1:] == [HINT]
     assert not os.path.exists(out)
