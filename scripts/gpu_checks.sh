@@ -19,7 +19,7 @@
 # and roberta-base (the bench's --bert_tokenizer/--roberta_tokenizer defaults). Each stage has a time
 # limit (STAGE_SECONDS_<stage>, in seconds) so that the next one still runs. The random models and the
 # runs' outputs (gigabytes: checkpoints with optimizer state) go to GPU_CHECKS_WORK (default
-# RESULTS_DIR/work); RESULTS_DIR keeps the logs, JSONs and summary.txt.
+# RESULTS_DIR/scratch); RESULTS_DIR keeps the logs, JSONs and summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${1:?usage: bash scripts/gpu_checks.sh RESULTS_DIR [stage ...]}
@@ -51,7 +51,7 @@ EOF
 }
 
 CAPTURED=(--cuda_graphs true --torch_compile true --bf16 true --fp16 false)
-WORK=${GPU_CHECKS_WORK:-$RESULTS/work}
+WORK=${GPU_CHECKS_WORK:-$RESULTS/scratch}
 MODELS="$WORK/models"
 [ -d "$MODELS/bert" ] || random_bert "$MODELS/bert" >"$RESULTS/models.log" 2>&1
 
