@@ -22,12 +22,10 @@ from . import estimate
 from .plan import Plan
 from .progress import Progress
 from .report import end
-from .steps import Job, evaluation_job, link, run_tables, train_job, wait_for_group
+from .steps import STOP_GRACE_S, Job, evaluation_job, link, run_tables, stop_group, train_job
 
 # The loop sleeps until a child ends or a signal comes (SIGCHLD through a wakeup pipe), at most this long
 POLL_S = 2.0
-# how long the stopped jobs get to stop at their step before they are killed
-STOP_GRACE_S = 120
 
 
 class Stopped(Exception):
@@ -145,9 +143,7 @@ class LocalExecutor:
         self.progress.show(f"{name}: stopping {len(self.running)} running job(s) at their step")
         deadline = time.monotonic() + STOP_GRACE_S
         for proc, job, index, _ in list(self.running.values()):
-            status = proc.wait()  # the launcher; its children stop after it
-            wait_for_group(proc.pid, deadline)
-            job.steps[index].finish(status)
+            job.steps[index].finish(stop_group(proc.pid, proc.poll, deadline))
         self.running.clear()
 
 

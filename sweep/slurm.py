@@ -36,6 +36,7 @@ from .plan import LOGS_NAME, Plan
 from .progress import Progress
 from .report import end
 from .steps import (
+    STOP_GRACE_S,
     Failure,
     Job,
     evaluation_job,
@@ -43,13 +44,11 @@ from .steps import (
     recorded_status,
     run_job,
     run_tables,
+    stop_group,
     train_job,
-    wait_for_group,
 )
 
 POLL_S = 5.0
-# how long a run stopped by SIGTERM gets to stop at its step before the rest of its processes are killed
-STOP_GRACE_S = 120
 # how many times a job may reach its time limit and be requeued (preemptions are not counted)
 MAX_TIMEOUTS = 10
 CONFIG_KEYS = {"partition", "time", "gpus_per_job", "account", "options", "max_parallel"}
@@ -198,15 +197,20 @@ class SweepJob:
 
         if self.proc is not None and self.proc.returncode is None:
             # The step's process group gets SIGTERM: a run stops at its step and releases its
-            # directory. This runs in the signal's handler, which interrupted Popen.wait in __call__,
-            # so the launcher is reaped here directly, and the group is watched until it is gone.
+            # directory. This runs in the signal's handler, which interrupted Popen.wait in __call__
+            # (it holds Popen's lock, so Popen.poll would never see the end): the launcher is reaped
+            # here directly, and the group is watched until it is gone.
             group = self.proc.pid
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(group, signal.SIGTERM)
-            status = os.waitstatus_to_exitcode(os.waitpid(group, 0)[1])
-            wait_for_group(group, time.monotonic() + STOP_GRACE_S)
-            self.step.finish(status)
+            self.step.finish(stop_group(group, lambda: _reap(group), time.monotonic() + STOP_GRACE_S))
         return DelayedSubmission(SweepJob(self.job))
+
+
+def _reap(pid: int) -> int | None:
+    """The exit status of the child ``pid`` once it has ended (reaping it), else None, without blocking."""
+    ended, status = os.waitpid(pid, os.WNOHANG)
+    return os.waitstatus_to_exitcode(status) if ended else None
 
 
 class TableJob:

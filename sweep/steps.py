@@ -27,6 +27,8 @@ from .record import REPO, Evaluation, Run
 
 # cse.reliability.LOCK_NAME: the marker (PID and host) of the process training into a directory
 LOCK_NAME = ".cse_run.lock"
+# how long a job stopped by SIGTERM gets to stop at its step before the rest of its processes are killed
+STOP_GRACE_S = 120
 HEADER = "[sweep] "
 STATUS = re.compile(r"^\[sweep\] exit status (-?\d+)$")
 
@@ -146,14 +148,20 @@ def group_alive(group: int) -> bool:
     return True
 
 
-def wait_for_group(group: int, deadline: float) -> None:
-    """Wait until no process of ``group`` is left (the launcher's children stop after it), killing
-    what is left at ``deadline`` (a ``time.monotonic`` time)."""
-    while group_alive(group):
+def stop_group(group: int, reap, deadline: float) -> int:
+    """Wait until the launcher of ``group`` has ended and no process of the group is left (its children
+    stop after it), killing every one left at ``deadline`` (a ``time.monotonic`` time); the launcher's
+    exit status. ``reap()``: that status once the launcher has ended, else None, without blocking; an
+    unreaped launcher still counts as a member of its group, so it is reaped while the group is watched."""
+    status = reap()
+    while status is None or group_alive(group):
         if time.monotonic() > deadline:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(group, signal.SIGKILL)
         time.sleep(0.2)
+        if status is None:
+            status = reap()
+    return status
 
 
 def _ignore_usr2() -> None:

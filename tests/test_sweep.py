@@ -298,3 +298,21 @@ def test_slurm_settings_from_a_config_file_and_flags(tmp_path):
         settings(parser.parse_args(["--slurm_config", str(config)]), 1, check_cluster=False)
     with pytest.raises(CSEUsageError, match="not KEY=VALUE"):
         settings(parser.parse_args(["--slurm_option", "qos"]), 1, check_cluster=False)
+
+
+@pytest.mark.parametrize("reaper", ["poll", "waitpid"])
+def test_a_stopped_job_that_ignores_sigterm_is_killed_at_the_end_of_its_grace(reaper):
+    """A launcher that ignores SIGTERM, with a child that ignores it too (a real process group): the
+    wait ends at the deadline with the launcher killed (SIGKILL: -9) and no process of its group left,
+    whether the launcher is reaped through Popen (the gpus executor) or os.waitpid (a SLURM job)."""
+    from sweep.slurm import _reap
+    from sweep.steps import group_alive, stop_group
+
+    proc = subprocess.Popen(["bash", "-c", 'trap "" TERM; sleep 60 & wait; wait'], start_new_session=True)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGTERM)
+    reap = proc.poll if reaper == "poll" else lambda: _reap(proc.pid)
+    start = time.monotonic()
+    assert stop_group(proc.pid, reap, start + 1.0) == -signal.SIGKILL
+    assert 1.0 <= time.monotonic() - start < 5
+    assert not group_alive(proc.pid)
