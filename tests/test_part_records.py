@@ -8,7 +8,6 @@ In this process the file registers into a copy of the registry that is put back 
 command, it runs in a subprocess, as a user runs it (tests/test_extending.py says why).
 """
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 
 from cse import composition, registry
 
-from .conftest import REPO, WIKI_HEAD, refusal
+from .conftest import REPO, WIKI_HEAD, import_example, refusal
 
 EXAMPLE = os.path.join(REPO, "examples", "align_uniform.py")
 HINT = "  hint: see docs/extending.md: what a part declares"
@@ -77,12 +76,8 @@ def check_refusal(lines, case, out):
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_part_lacking_a_declaration_is_refused_when_its_file_runs(tiny_bert, tmp_path, monkeypatch, capsys, case):
     """Imported as its ``python my_part.py`` imports it, then composition.main through run_cli."""
-    monkeypatch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
     monkeypatch.setattr(registry, "_PROBLEMS", [])
-    spec = importlib.util.spec_from_file_location("my_part", broken_example(tmp_path, case))
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclass looks its module up
-    spec.loader.exec_module(module)
+    import_example(monkeypatch, broken_example(tmp_path, case))
     out = tmp_path / "out"
     check_refusal(refusal(capsys, composition.main, run_argv(tiny_bert, out)), case, out)
 

@@ -35,7 +35,7 @@ from cse.modeling import CSEModel, prepared_attention_mask
 from cse.parts import Part
 from cse.trainer import CSETrainer
 
-from .conftest import REPO, SENTEVAL, WIKI_HEAD, tiny_model_dir, tiny_run
+from .conftest import REPO, small_run_argv, tiny_model_dir, tiny_run
 
 SPEED_CHECK = os.path.join(REPO, "scripts", "speed_check.py")
 _spec = importlib.util.spec_from_file_location("speed_check", SPEED_CHECK)
@@ -147,12 +147,6 @@ def curve_steps(record) -> int:
     return BASE_STEPS if record.base or updates_after_step else METHOD_STEPS
 
 
-@pytest.fixture(scope="module")
-def backbones(tmp_path_factory):
-    root = tmp_path_factory.mktemp("speed")
-    return {family: tiny_model_dir(root / family, family) for family in ("bert", "roberta")}
-
-
 def train(method, backbones, out, monkeypatch, *flags, callbacks=(), max_steps=3):
     """Train ``method`` small (tiny_run) with ``callbacks``; its output directory."""
     script, family, method_flags = tiny_run(method)
@@ -164,14 +158,10 @@ def train(method, backbones, out, monkeypatch, *flags, callbacks=(), max_steps=3
         return train_method(self, *args, **kwargs)
 
     monkeypatch.setattr(CSETrainer, "train", train_with_callbacks)
-    argv = [
-        "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
-        "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * max_steps), "--max_seq_length", "16",
-        "--per_device_train_batch_size", "8", "--max_steps", str(max_steps), "--learning_rate", "3e-4",
-        "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
-        "--final_eval", "none", "--logging_steps", str(max_steps), "--report_to", "none",
-        "--disable_tqdm", "true", "--seed", "7", *method_flags, *flags,
-    ]  # fmt: skip
+    argv = small_run_argv(
+        backbones[family], out, max_steps, "--learning_rate", "3e-4", "--logging_steps", str(max_steps),
+        *method_flags, *flags,
+    )  # fmt: skip
     importlib.import_module(script).main(argv)
     monkeypatch.setattr(CSETrainer, "train", train_method)
     return str(out)

@@ -30,7 +30,7 @@ from cse.errors import CSEUsageError
 from cse.modeling import CSEModel
 from cse.step_graph import TensorLearningRate
 
-from .conftest import SENTENCES, SENTEVAL, WIKI_HEAD, refusal, tiny_model_dir, tiny_run
+from .conftest import SENTENCES, SENTEVAL, WIKI_HEAD, refusal, small_run_argv, tiny_run
 
 # every composition that trains, by its parts
 COMPOSITIONS = [
@@ -43,12 +43,6 @@ COMPOSITIONS = [
     ("mixcse", "sarcse", "vadvcse"),
 ]
 RUNS = [(record.name,) for record in registry.records()] + COMPOSITIONS
-
-
-@pytest.fixture(scope="module")
-def backbones(tmp_path_factory):
-    root = tmp_path_factory.mktemp("step_graph")
-    return {family: tiny_model_dir(root / family, family) for family in ("bert", "roberta")}
 
 
 def train(names, backbones, out, monkeypatch, *flags, whole_step=None, steps=3):
@@ -64,15 +58,10 @@ def train(names, backbones, out, monkeypatch, *flags, whole_step=None, steps=3):
         return trainer
 
     monkeypatch.setattr(cse.pipeline, "build_trainer", built)
-    argv = [
-        "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
-        "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * steps), "--max_seq_length", "16",
-        "--pad_to_max_length", "true", "--per_device_train_batch_size", "8", "--max_steps", str(steps),
-        "--learning_rate", "1e-3", "--eval_strategy", "no", "--save_strategy", "no",
-        "--load_best_model_at_end", "false", "--final_eval", "none", "--logging_steps", "1",
-        "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true", "--seed", "7",
-        *method_flags, *flags,
-    ]  # fmt: skip
+    argv = small_run_argv(
+        backbones[family], out, steps, "--pad_to_max_length", "true", "--learning_rate", "1e-3",
+        "--logging_steps", "1", "--use_cpu", "true", *method_flags, *flags,
+    )  # fmt: skip
     trainer = importlib.import_module(script).main(argv)
     monkeypatch.setattr(cse.pipeline, "build_trainer", build_trainer)
     weights = {name: t.detach().clone() for name, t in trainer.model.state_dict().items()}
@@ -152,9 +141,8 @@ def test_tensor_learning_rates_are_the_float_schedule():
 
 
 @pytest.mark.parametrize("pooler", ["cls", "cls_before_pooler", "avg", "max"])
-def test_graph_lengths_pad_without_changing_an_embedding(pooler, tmp_path):
-    model_dir = tiny_model_dir(tmp_path / "bert", "bert", dropout=0.0)
-    model = CSEModel.from_pretrained(model_dir, pooler_type=pooler).eval()
+def test_graph_lengths_pad_without_changing_an_embedding(pooler, no_dropout_bert):
+    model = CSEModel.from_pretrained(no_dropout_bert, pooler_type=pooler).eval()
     features = [dict(model.tokenizer(s)) for s in SENTENCES[:5]]
     dynamic = TwoViewCollator(model.tokenizer)(features)
     padded = TwoViewCollator(model.tokenizer, lengths=[16, 12])(features)
@@ -271,23 +259,13 @@ def test_a_part_that_cannot_be_captured_runs_eagerly_and_says_why(tiny_bert, tmp
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 
 
-@pytest.fixture(scope="module")
-def no_dropout_backbones(tmp_path_factory):
-    root = tmp_path_factory.mktemp("step_graph_no_dropout")
-    return {family: tiny_model_dir(root / family, family, dropout=0.0) for family in ("bert", "roberta")}
-
-
 def train_on_cuda(names, backbones, out, *flags, steps):
     """The method or composition ``names`` run small on the GPU in bf16, ``flags`` after (``--cuda_graphs``)."""
     script, family, method_flags = tiny_run(*names)
-    argv = [
-        "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
-        "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * steps), "--max_seq_length", "16",
-        "--per_device_train_batch_size", "8", "--max_steps", str(steps), "--learning_rate", "1e-3",
-        "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
-        "--final_eval", "none", "--logging_steps", "1", "--report_to", "none", "--disable_tqdm", "true",
-        "--seed", "7", "--bf16", "true", "--fp16", "false", *method_flags, *flags,
-    ]  # fmt: skip
+    argv = small_run_argv(
+        backbones[family], out, steps, "--learning_rate", "1e-3", "--logging_steps", "1", "--bf16", "true",
+        "--fp16", "false", *method_flags, *flags,
+    )  # fmt: skip
     trainer = importlib.import_module(script).main(argv)
     weights = {name: t.detach().float().clone() for name, t in trainer.model.state_dict().items()}
     for part in trainer.parts:
@@ -359,16 +337,11 @@ def test_cuda_kill_and_resume_ends_as_the_uninterrupted_captured_run(backbones, 
 
     def command(out):
         script, family, flags = tiny_run("simcse")
-        return [
-            sys.executable, os.path.join(REPO, "tests", "kill_worker.py"), f"{script}.py",
-            "--model_name_or_path", backbones[family], "--output_dir", str(out), "--train_file", WIKI_HEAD,
-            "--senteval_data_dir", SENTEVAL, "--max_train_samples", "80", "--max_seq_length", "16",
-            "--per_device_train_batch_size", "8", "--max_steps", "10", "--learning_rate", "1e-3",
-            "--eval_strategy", "no", "--save_strategy", "steps", "--save_steps", "4",
-            "--load_best_model_at_end", "false", "--final_eval", "none", "--logging_steps", "1",
-            "--report_to", "none", "--disable_tqdm", "true", "--seed", "7", "--bf16", "true", "--fp16", "false",
-            "--cuda_graphs", "true", *flags,
-        ]  # fmt: skip
+        argv = small_run_argv(
+            backbones[family], out, 10, "--learning_rate", "1e-3", "--save_strategy", "steps", "--save_steps", "4",
+            "--logging_steps", "1", "--bf16", "true", "--fp16", "false", "--cuda_graphs", "true", *flags,
+        )  # fmt: skip
+        return [sys.executable, os.path.join(REPO, "tests", "kill_worker.py"), f"{script}.py", *argv]
 
     env = {**os.environ, "CSE_DATA_DIR": DATA}
     straight = subprocess.run(command(tmp_path / "straight"), env=env, capture_output=True, text=True, cwd=REPO)

@@ -17,7 +17,7 @@ from sweep import estimate
 from sweep.plan import log_path, plan_tables, table_scripts
 from sweep.report import counts_markdown
 
-from .conftest import REPO, fake_tools, table_script, timed_launcher
+from .conftest import REPO, fake_tools, run_table, start_table, table_script, timed_launcher
 
 # 2 settings x 2 seeds; each evaluation writes a score of its setting and seed
 TINY = """
@@ -45,10 +45,6 @@ TABLE = """STS (Spearman x 100)
 """
 
 
-def sweep(env, script, *args, **kwargs):
-    return subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True, **kwargs)
-
-
 def events(log):
     """``[(event, directory, gpus, time)]`` from the stand-in launcher's log."""
     return [(e, d, g, float(t)) for e, d, g, t in (line.split() for line in log.read_text().splitlines())]
@@ -67,13 +63,8 @@ def test_every_table_prints_its_plan_and_the_docs_counts_match_it():
     assert (plan.named, plan.directories, len({n.key for n in plan.nodes})) == (244, 218, 197)
     with open(os.path.join(REPO, "docs", "reproduce.md"), encoding="utf-8") as f:
         assert counts_markdown(plan) in f.read()
-    proc = subprocess.run(
-        ["bash", "scripts/mixcse/table3_ablations.sh", "--plan"],
-        cwd=REPO,
-        env={**os.environ, "SEEDS": "1 2", "RESULT_ROOT": "/nonexistent"},
-        capture_output=True,
-        text=True,
-    )
+    env = {**os.environ, "SEEDS": "1 2", "RESULT_ROOT": "/nonexistent"}
+    proc = run_table(env, "scripts/mixcse/table3_ablations.sh", "--plan")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.count("[to train] run_mixcse.py configs/mixcse_bert_") == 12
@@ -122,14 +113,14 @@ def test_a_run_two_tables_share_is_trained_once_and_linked(tmp_path):
     assert (tmp_path / "b" / "other-name" / "cse_config.json").exists()
     assert "first" in proc.stdout and "second" in proc.stdout
     # alone, the second table finds it finished: nothing is launched
-    again = sweep(env, second)
+    again = run_table(env, second)
     assert again.returncode == 0 and len(events(log)) == 2 and again.stdout == "second\n"
 
 
 def test_gpus_executor_one_run_per_gpu_each_seeing_its_own(tiny, tmp_path):
     script, env, log = tiny
     env = {**env, "RUN_SECONDS": "0.6"}
-    proc = sweep(env, script, "--executor", "gpus", "--gpus", "3,5")
+    proc = run_table(env, script, "--executor", "gpus", "--gpus", "3,5")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == TABLE
     starts = [e for e in events(log) if e[0] == "start"]
@@ -143,8 +134,8 @@ def test_gpus_executor_one_run_per_gpu_each_seeing_its_own(tiny, tmp_path):
     most = max(sum(s <= t < e for s, e in spans.values()) for t, _ in spans.values())
     assert most == 2
     # the sequential executor prints the same table; NUM_GPUS=2 makes one slot of both GPUs
-    assert sweep({**env, "OUTPUT_DIR": str(tmp_path / "seq")}, script).stdout == TABLE
-    two = sweep(
+    assert run_table({**env, "OUTPUT_DIR": str(tmp_path / "seq")}, script).stdout == TABLE
+    two = run_table(
         {**env, "OUTPUT_DIR": str(tmp_path / "pairs"), "NUM_GPUS": "2"}, script, "--executor", "gpus", "--gpus", "3,5"
     )
     assert two.returncode == 0 and {e[2] for e in events(log) if str(tmp_path / "pairs") in e[1]} == {"3,5"}
@@ -152,7 +143,7 @@ def test_gpus_executor_one_run_per_gpu_each_seeing_its_own(tiny, tmp_path):
 
 def test_a_failed_run_leaves_the_others_and_its_cells_missing(tiny):
     script, env, log = tiny
-    proc = sweep({**env, "FAIL_RUN": "s2-seed1"}, script, "--executor", "gpus", "--gpus", "0,1")
+    proc = run_table({**env, "FAIL_RUN": "s2-seed1"}, script, "--executor", "gpus", "--gpus", "0,1")
     assert proc.returncode == 2
     root = os.path.join(env["RESULT_ROOT"], "tiny")
     lines = proc.stderr.strip().splitlines()
@@ -165,7 +156,7 @@ def test_a_failed_run_leaves_the_others_and_its_cells_missing(tiny):
     assert "| s2 (1 of 2 seeds missing) | missing | missing |" in proc.stdout
     assert len([e for e in events(log) if e[0] == "start"]) == 4
     # the same command again: the finished runs are kept, the failed one is run again
-    again = sweep(env, script)
+    again = run_table(env, script)
     assert again.returncode == 0 and again.stdout == TABLE
     assert [e[1] for e in events(log) if e[0] == "start"][4:] == [f"{root}/s2-seed1"]
 
@@ -225,7 +216,7 @@ def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, en
             (tools / tool).symlink_to(subprocess.check_output(["which", tool], text=True).strip())
         (tools / "python3").symlink_to(sys.executable)
         env = {"PATH": str(tools)}
-    proc = sweep({**base, **env}, script, *args)
+    proc = run_table({**base, **env}, script, *args)
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert lines[0].startswith(error) and (len(lines) == 1 or len(lines) == 2 and lines[1].startswith("  hint: "))
@@ -235,14 +226,7 @@ def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, en
 def test_a_gpus_sweep_stopped_midway_finishes_when_run_again(tiny):
     script, env, log = tiny
     env = {**env, "RUN_SECONDS": "30"}
-    driver = subprocess.Popen(
-        ["bash", script, "--executor", "gpus", "--gpus", "0,1"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    driver = start_table(env, script, "--executor", "gpus", "--gpus", "0,1")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (not log.exists() or len(events(log)) < 2):
         time.sleep(0.1)
@@ -255,7 +239,7 @@ def test_a_gpus_sweep_stopped_midway_finishes_when_run_again(tiny):
     ]
     stopped = [d for e, d, _, _ in events(log) if e == "term"]
     assert len(stopped) == 2 and out == ""
-    again = sweep({**env, "RUN_SECONDS": "0.1"}, script, "--executor", "gpus", "--gpus", "0,1")
+    again = run_table({**env, "RUN_SECONDS": "0.1"}, script, "--executor", "gpus", "--gpus", "0,1")
     assert again.returncode == 0, again.stderr
     assert again.stdout == TABLE
     starts = Counter(d for e, d, _, _ in events(log) if e == "start")
@@ -271,7 +255,7 @@ def test_a_run_another_live_process_trains_is_waited_for(tmp_path):
     (out / ".cse_run.lock").write_text(f"{holder.pid}\n{os.uname().nodename}\n")
     script = table_script(tmp_path / "t.sh", f"train run_simcse.py {out} 64 configs/simcse_bert_base.yaml")
     began = time.monotonic()
-    proc = sweep(env, script)
+    proc = run_table(env, script)
     assert proc.returncode == 0, proc.stderr
     assert f"waiting for {out}: PID {holder.pid} on this machine trains it" in proc.stderr
     assert time.monotonic() - began >= 1.5 and len(log.read_text().splitlines()) == 1

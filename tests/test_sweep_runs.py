@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from .conftest import DATA, REPO, table_script
+from .conftest import DATA, REPO, run_table, start_table, table_script
 
 pytestmark = pytest.mark.e2e
 
@@ -47,8 +47,9 @@ def tiny_table(tmp_path_factory, tiny_bert, dev_head):
     return script, lambda root: {**env, "RESULT_ROOT": str(root)}
 
 
-def sweep(script, env, *args, timeout=900):
-    return subprocess.run(["bash", script, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+def sweep(script, env, *args):
+    """The table run to its end, given 15 minutes (its runs really train)."""
+    return run_table(env, script, *args, timeout=900)
 
 
 @pytest.fixture(scope="module")
@@ -86,14 +87,7 @@ def test_gpus_executor_prints_the_sequential_table_and_a_stopped_sweep_finishes_
 
     # stopped midway (Ctrl-C) once a run has saved a checkpoint, then the same command again
     root = tmp_path / "stopped"
-    driver = subprocess.Popen(
-        ["bash", script, "--executor", "gpus", "--gpus", "0,1"],
-        cwd=REPO,
-        env=env(root),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    driver = start_table(env(root), script, "--executor", "gpus", "--gpus", "0,1")
     run = root / "tiny" / "temp1-seed1"
     wait_for(run / "checkpoint-20" / "trainer_state.json", driver)  # complete (the Trainer writes it last)
     driver.send_signal(signal.SIGINT)
@@ -130,9 +124,7 @@ def test_slurm_executor_prints_the_sequential_table_through_a_requeue(tiny_table
     script, env = tiny_table
     env = {**env(tmp_path), "SLURM_CONF": slurm_cluster["SLURM_CONF"]}
     args = ["--executor", "slurm", "--slurm_partition", "debug", "--slurm_gpus_per_job", "0", "--slurm_time", "20"]
-    driver = subprocess.Popen(
-        ["bash", script, *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    driver = start_table(env, script, *args)
     # the run's job, mid-run: SLURM's signal before a time limit (or a preemption), sent by scancel
     run = tmp_path / "tiny" / "temp2-seed1"
     wait_for(run / "checkpoint-20" / "trainer_state.json", driver)
