@@ -82,7 +82,7 @@ class LocalExecutor:
                     holder = job.steps[0].held_by()
                     if holder is not None:
                         waiting.append(job)
-                        self.progress.show(f"waiting for {job.name}: PID {holder} on this machine trains it")
+                        self.progress.show(f"waiting for {job.name}: PID {holder} on this machine trains it", keep=True)
                         continue
                     slot = free.pop(0)
                     where = f" (CUDA_VISIBLE_DEVICES={slot})" if slot is not None else ""

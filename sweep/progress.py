@@ -50,7 +50,7 @@ class Progress:
                 self.spent, self.expected = self.spent + now - began, self.expected + estimate
         if self.bar is not None and new in ("done", "failed"):
             self.bar.update(1)
-        self.show(event)
+        self.show(event, keep=new == "failed")
 
     def skip(self, kind: str) -> None:
         """A queued job that will not run (the evaluations of a failed run)."""
@@ -75,10 +75,11 @@ class Progress:
         left = self.time_left()
         return "; ".join(parts + ([left] if left else []))
 
-    def show(self, event: str = "") -> None:
+    def show(self, event: str = "", keep: bool = False) -> None:
+        """The counts, with ``event``; on a terminal the event is written above the bar, kept, if ``keep``."""
         line = self.line()
         if self.bar is not None:
-            if event.startswith(("failed", "waiting")):  # above the bar, kept
+            if keep:
                 self.bar.write(event, file=self.stream)
             self.bar.set_postfix_str(line, refresh=True)
             return

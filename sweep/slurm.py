@@ -400,13 +400,12 @@ class SlurmExecutor:
                 sys.stdout.write(f.read())
             sys.stdout.flush()
         # a failed run's evaluations were cancelled with it: its failure says it
-        unrun = {d for d, job in runs.items() if _failure(job) is not None}
+        failed = {key: f for key, job in jobs.items() if (f := _failure(job)) is not None}
+        unrun = {d for d in runs if d in failed}
         failures = [
             f
-            for job in jobs.values()
-            if not (job.kind == "evaluations" and job.node.directory in unrun)
-            for f in [_failure(job)]
-            if f is not None
+            for key, f in failed.items()
+            if not (jobs[key].kind == "evaluations" and jobs[key].node.directory in unrun)
         ]
         if not os.path.exists(table_path):
             failures.append(Failure(f"the table's job {ids['table']}", 1, None, []))
