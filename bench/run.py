@@ -147,9 +147,10 @@ def shapes(method: BenchShape, extra: str) -> dict:
 
 
 def method_argv(
-    method: BenchShape, args: argparse.Namespace, profile: Profile, model_dir: str, run_dir: str
+    method: BenchShape, args: argparse.Namespace, profile: Profile, model_dir: str, run_dir: str, captured: bool
 ) -> list[str]:
-    """The method's paper configuration with a random backbone, and nothing but training steps."""
+    """The method's paper configuration with a random backbone, and nothing but training steps;
+    compiled and captured (``--cuda_graphs``) if ``captured``."""
     total_steps = args.warmup_steps + args.steps
     train_file = args.train_file
     argv = [
@@ -175,9 +176,9 @@ def method_argv(
         argv += ["--use_cpu", "true"]
     if args.tf32:
         argv += ["--tf32", "true"]
-    if args.torch_compile or (args.cuda_graphs and method.script != METHODS[SENTENCE_TRANSFORMERS].script):
+    if args.torch_compile or captured:
         argv += ["--torch_compile", "true"]
-    if args.cuda_graphs and method.script != METHODS[SENTENCE_TRANSFORMERS].script:
+    if captured:
         argv += ["--cuda_graphs", "true"]
     if args.fixed_shapes:
         argv += ["--pad_to_max_length", "true"]
@@ -209,7 +210,7 @@ def run_method(
     captured = args.cuda_graphs and name != SENTENCE_TRANSFORMERS
     spec = {
         "script": method.script,
-        "argv": method_argv(method, args, profile, model_dir, run_dir),
+        "argv": method_argv(method, args, profile, model_dir, run_dir, captured),
         "warmup_steps": args.warmup_steps,
         "steps": args.steps,
         # a replayed graph runs no operator the counter sees: the eager run of the same shapes counts them
