@@ -25,7 +25,7 @@ from cse.evaluation.analysis import stsb_analysis
 from cse.modeling import CSE_CONFIG_NAME, load_model
 from cse.paths import senteval_dir
 from cse.pooling import POOLERS
-from cse.ranges import Range, at_least, check_values
+from cse.ranges import at_least, check_values, seed
 from cse.results import markdown_table
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -33,7 +33,7 @@ DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 RANGES = {
     "batch_size": (at_least(1), "sentences per encoding batch (default 128)"),
     "max_seq_length": (at_least(2), "leave room for the special tokens, or leave it out: no truncation"),
-    "seed": (Range(0, 2**32 - 1, integer=True), "a whole number in [0, 2^32 - 1] (SentEval's 1111)"),
+    "seed": (seed, "a whole number in [0, 2^32 - 1] (SentEval's 1111)"),
 }
 
 

@@ -14,7 +14,7 @@ import os
 import sys
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from difflib import get_close_matches
 
 import torch
@@ -34,6 +34,7 @@ from .ranges import (
     check_values,
     declared_ranges,
     positive,
+    seed,
 )
 from .run_dir import check_run_directory
 
@@ -479,6 +480,9 @@ def read_config_file(path: str) -> dict:
 
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 
+# The Trainer's seeds, which numpy takes.
+_NUMPY_SEED = replace(seed, hint="a whole number in [0, 2^32 - 1] (numpy's seeds)")
+
 # The numeric fields of TrainingArguments (whichever subclass redeclares them) that a run reads, with
 # the values that make sense (cse.ranges).
 TRAINER_RANGES = {
@@ -500,8 +504,8 @@ TRAINER_RANGES = {
     "adam_epsilon": Range(0, low_open=True, hint="AdamW's epsilon is a small positive number (default 1e-8)"),
     "max_grad_norm": Range(0, hint="the gradient-norm clip: positive, or 0 for no clipping (default 1.0)"),
     "save_steps": Range(0, low_open=True, hint="save every N > 0 steps (a fraction < 1: of the run's steps)"),
-    "seed": Range(0, 2**32 - 1, integer=True, hint="a whole number in [0, 2^32 - 1] (numpy's seeds)"),
-    "data_seed": Range(0, 2**32 - 1, integer=True, hint="a whole number in [0, 2^32 - 1] (numpy's seeds)"),
+    "seed": _NUMPY_SEED,
+    "data_seed": _NUMPY_SEED,
     "dataloader_num_workers": at_least(0, hint="0 (the default) loads batches in the main process"),
     "eval_accumulation_steps": at_least(1, hint="leave it out to gather evaluation outputs once"),
 }

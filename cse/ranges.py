@@ -75,6 +75,7 @@ def _number(value) -> str:
 positive = Range(0, low_open=True)
 non_negative = Range(0)
 probability = Range(0, 1)
+seed = Range(0, 2**32 - 1, integer=True)  # numpy's seeds
 
 
 def at_least(low: int, **kwargs) -> Range:
