@@ -140,13 +140,13 @@ TRAINER_RESULTS = ("train_results.json", "all_results.json")
 RESULT_HINT = "pass a result JSON written by senteval_eval.py --output_json, or a run's sts_<mode>_results.json"
 
 
-def read_result_json(path: str, hint: str = RESULT_HINT) -> dict:
+def read_result_json(path: str) -> dict:
     """The report a result JSON holds: a mapping with its ``scores`` (a mapping of task to score); a
-    file that is missing, damaged or of another kind is refused in one line with ``hint``."""
-    report = load_json(path, "result JSON", hint=hint)
+    file that is missing, damaged or of another kind is refused in one line with :data:`RESULT_HINT`."""
+    report = load_json(path, "result JSON", hint=RESULT_HINT)
     scores = report.get("scores") if isinstance(report, dict) else None
     if not isinstance(scores, dict) or not all(isinstance(v, (int, float)) for v in scores.values()):
-        raise CSEUsageError(f"{path} is not a result JSON: it holds no mapping of tasks to scores", hint=hint)
+        raise CSEUsageError(f"{path} is not a result JSON: it holds no mapping of tasks to scores", hint=RESULT_HINT)
     return report
 
 

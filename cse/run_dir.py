@@ -30,6 +30,8 @@ RUN_MARKERS = (RUN_ARGS_NAME, CSE_CONFIG_NAME)
 LAUNCHER_LOGS_NAME = "_logs"
 _BEFORE_SETTINGS = (LOCK_NAME, STSB_CORPUS_NAME, INCOMPLETE_NAME, LAUNCHER_LOGS_NAME)
 _CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-\d+$")
+# How many of a directory's foreign entries a refusal names.
+FOREIGN_SHOWN = 5
 
 
 def foreign_entries(path: str, own: tuple[str, ...] = ()) -> list[str]:
@@ -49,12 +51,13 @@ def foreign_entries(path: str, own: tuple[str, ...] = ()) -> list[str]:
     ]
 
 
-def check_run_directory(path: str, own: tuple[str, ...] = (), most: int = 5) -> None:
+def check_run_directory(path: str, own: tuple[str, ...] = ()) -> None:
     """Refuse an ``--output_dir`` that holds files of something other than a run (:func:`foreign_entries`),
-    naming them."""
+    naming the first :data:`FOREIGN_SHOWN` of them."""
     foreign = foreign_entries(path, own)
     if not foreign:
         return
+    most = FOREIGN_SHOWN
     shown = ", ".join(foreign[:most]) + (f" and {len(foreign) - most} more" if len(foreign) > most else "")
     target = os.path.realpath(path)
     where = f"{path} (a link to {target})" if os.path.islink(os.path.normpath(path)) else path
