@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from .errors import CSEUsageError
 from .export import write_module_code, write_modules
-from .modeling import CSEModel, model_class_path, read_cse_config, submodule_state, view_of
+from .modeling import CSEModel, flat_views, model_class_path, read_cse_config, submodule_state, view_of
 from .sarcse_embedding import SARCSEEmbedding, content_tokens, save_embedding
 from .textcnn import TextCNNAutoEncoder
 
@@ -110,14 +110,13 @@ class SARCSEModel(CSEModel):
         return self.encode_tokens(input_ids, attention_mask, token_type_ids, backbone)[0]
 
     def forward(self, input_ids, attention_mask, token_type_ids=None) -> dict[str, torch.Tensor]:
-        batch, views, length = input_ids.shape
+        batch, views, _ = input_ids.shape
         if not (self.training and self.autoencoder.has_decoder and views == 2):
             return super().forward(input_ids, attention_mask, token_type_ids)
         if self.momentum_backbone is not None:
             return self._momentum_forward(input_ids, attention_mask, token_type_ids)
-        flat = lambda t: None if t is None else t.reshape(batch * views, length)  # noqa: E731
         embedding, reconstruction = self.encode_tokens(
-            flat(input_ids), flat(attention_mask), flat(token_type_ids), reconstruct=True
+            *flat_views(input_ids, attention_mask, token_type_ids), reconstruct=True
         )
         return {"embeddings": embedding.view(batch, views, -1), "reconstruction": reconstruction}
 

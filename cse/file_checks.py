@@ -51,3 +51,12 @@ def load_json(path: str, what: str, hint: str):
         raise CSEUsageError(f"{what} {path} is not UTF-8 text (byte {error.start})", hint=hint) from None
     except ValueError as error:
         raise CSEUsageError(f"{what} {path} is not valid JSON: {error}", hint=hint) from None
+
+
+def load_mapping(path: str, what: str, hint: str) -> dict:
+    """The JSON object the file ``path`` holds (:func:`load_json`); a file holding any other JSON value
+    is refused in one line with ``hint`` too."""
+    value = load_json(path, what, hint=hint)
+    if not isinstance(value, dict):
+        raise CSEUsageError(f"{what} {path} hold a {type(value).__name__}, not a mapping", hint=hint)
+    return value

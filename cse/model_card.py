@@ -19,7 +19,7 @@ from huggingface_hub import ModelCard, ModelCardData, upload_folder
 from . import registry
 from .atomic import atomic_path
 from .citations import bibtex_field
-from .modeling import CSE_CONFIG_NAME, read_cse_config
+from .modeling import CSE_CONFIG_NAME, names_encoder_class, read_cse_config
 from .results import markdown_table
 
 # What AutoModel's outputs give each exportable pooler's embedding (``outputs``: the model's output,
@@ -61,7 +61,7 @@ def _load_section(repo: str, cse_config: Mapping, sentence_transformers: bool, c
         'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n```\n',
     ]
     # an export of another encoder class (SARCSE's Z) embeds with more than a pooled backbone
-    if not {"model_class", "model_kind"} & cse_config.keys() and pooler in POOLER_CODE:
+    if not names_encoder_class(cse_config) and pooler in POOLER_CODE:
         parts += [
             f"With `transformers` alone (pooler `{pooler}`, recorded in `cse_config.json`):\n",
             "```python\nimport torch\nfrom transformers import AutoModel, AutoTokenizer\n\n"

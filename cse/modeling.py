@@ -35,7 +35,7 @@ from . import atomic
 from .distributed import whole_weights_loading
 from .errors import CSEUsageError
 from .export import write_sentence_transformers_files
-from .file_checks import CHECKED_SUFFIXES, load_json, unreadable
+from .file_checks import CHECKED_SUFFIXES, load_mapping, unreadable
 from .pooling import NEEDS_HIDDEN_STATES, POOLERS, check_pooler, pool
 from .run_dir import CSE_CONFIG_NAME
 
@@ -149,10 +149,7 @@ def read_cse_config(model_dir: str) -> dict:
     if not os.path.isfile(path):
         return {}
     hint = f"restore the file, or delete it and name the pooler (--pooler {'/'.join(POOLERS)})"
-    config = load_json(path, "the encoder's settings", hint=hint)
-    if not isinstance(config, dict):
-        raise CSEUsageError(f"the encoder's settings {path} hold a {type(config).__name__}, not a mapping", hint=hint)
-    return config
+    return load_mapping(path, "the encoder's settings", hint=hint)
 
 
 class CSEModel(nn.Module):
@@ -301,9 +298,8 @@ class CSEModel(nn.Module):
             with torch.no_grad():
                 positives = self.positives(*view_of(1, input_ids, attention_mask, token_type_ids))
             return {"embeddings": torch.stack([anchors, positives], dim=1)}
-        batch, views, length = input_ids.shape
-        flat = lambda t: None if t is None else t.reshape(batch * views, length)  # noqa: E731
-        pooled = self._pooled(self.pooler_type, flat(input_ids), flat(attention_mask), flat(token_type_ids))
+        batch, views, _ = input_ids.shape
+        pooled = self._pooled(self.pooler_type, *flat_views(input_ids, attention_mask, token_type_ids))
         return {"embeddings": pooled.view(batch, views, -1)}
 
     def positives(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
@@ -438,12 +434,20 @@ def view_of(view: int, *tensors):
     return tuple(None if t is None else t[:, view] for t in tensors)
 
 
-def load_encoder(model_args) -> CSEModel:
-    """The pretrained backbone, tokenizer and pooler that ``model_args`` name."""
+def flat_views(*tensors):
+    """``(batch, views, length)`` tensors (the shape of the first) as ``(batch * views, length)``,
+    each view of a sentence its own row (None stays None)."""
+    batch, views, length = tensors[0].shape
+    return tuple(None if t is None else t.reshape(batch * views, length) for t in tensors)
+
+
+def load_encoder(model_args, pooler_type: str | None = None, mlp_only_train: bool | None = None) -> CSEModel:
+    """The pretrained backbone, tokenizer and pooler that ``model_args`` name; ``pooler_type`` and
+    ``mlp_only_train``, where given, replace theirs."""
     return CSEModel.from_pretrained(
         model_args.model_name_or_path,
-        pooler_type=model_args.pooler_type,
-        mlp_only_train=model_args.mlp_only_train,
+        pooler_type=model_args.pooler_type if pooler_type is None else pooler_type,
+        mlp_only_train=model_args.mlp_only_train if mlp_only_train is None else mlp_only_train,
         tokenizer_name_or_path=model_args.tokenizer_name,
         cache_dir=model_args.cache_dir,
         attn_implementation=model_args.attn_implementation,
@@ -460,6 +464,12 @@ LEGACY_MODEL_KINDS = {"sarcse": "cse.autoencoding:SARCSEModel"}
 def model_class_path(model_class: type) -> str:
     """``module:name``, as ``cse_config.json`` records an export's class."""
     return f"{model_class.__module__}:{model_class.__qualname__}"
+
+
+def names_encoder_class(config) -> bool:
+    """Whether an export's ``cse_config.json`` (``config``) names its own encoder class (``model_class``,
+    or an older ``model_kind``): its sentence embedding is more than a pooled backbone."""
+    return "model_class" in config or "model_kind" in config
 
 
 def exported_class(model_dir: str, config: dict) -> type:
@@ -481,7 +491,7 @@ def load_model(model_name_or_path: str, pooler_type: str | None = None, **kwargs
     the methods), else a backbone + pooler (:meth:`CSEModel.from_pretrained`)."""
     model_name_or_path = check_model_path(model_name_or_path, kwargs.get("cache_dir"))
     config = read_cse_config(model_name_or_path)
-    if "model_class" not in config and "model_kind" not in config:
+    if not names_encoder_class(config):
         return CSEModel.from_pretrained(model_name_or_path, pooler_type=pooler_type, **kwargs)
     return exported_class(model_name_or_path, config).from_pretrained(
         model_name_or_path, pooler_type=pooler_type, **kwargs

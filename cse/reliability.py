@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import logging
 import math
 import os
@@ -39,7 +38,7 @@ from .errors import (
     is_disk_full,
     nearest_existing,
 )
-from .resume import TRAINER_STATE_NAME, checkpoint_problem, checkpoints_newest_first, training_ended
+from .resume import TRAINER_STATE_NAME, newest_complete_checkpoint, trainer_state, training_ended
 from .run_dir import LOCK_NAME
 
 logger = logging.getLogger(__name__)
@@ -279,7 +278,7 @@ def _in_tail(checkpoint: str | None) -> bool:
     return False
 
 
-def disk_full_error(output_dir: str, err: BaseException, args=None) -> CSEUsageError:
+def disk_full_error(output_dir: str, err: BaseException, args) -> CSEUsageError:
     """The refusal of a run stopped by a full disk: what it was writing and how much of it was written,
     the free space, and what the same command needs to go on: during training, the size of a complete
     checkpoint of this run (what resuming writes next); once training has ended, the size of the
@@ -314,31 +313,16 @@ def disk_full_error(output_dir: str, err: BaseException, args=None) -> CSEUsageE
     return CSEUsageError(message + "; nothing complete was deleted", hint=hint)
 
 
-def newest_complete_checkpoint(output_dir: str, args=None, skip: str | None = None) -> str | None:
-    """The newest checkpoint in ``output_dir`` that is whole (:func:`cse.resume.checkpoint_problem`;
-    ``args``: the run's training arguments, for the RNG files of each process), ``skip`` left out: the
-    one a rerun of the same command resumes from. The Trainer may have deleted the one it last saved
-    (``--save_total_limit`` at the end of training), so the directory is read, not remembered."""
-    if not os.path.isdir(output_dir):
-        return None
-    args = args if args is not None else PROGRESS.args
-    for checkpoint in checkpoints_newest_first(output_dir):
-        if checkpoint != skip and (args is None or checkpoint_problem(checkpoint, args) is None):
-            return checkpoint
-    return None
-
-
 def interruption_error(signum: int, output_dir: str, writing: str | None = None) -> RunInterrupted:
     """The refusal of a run in ``output_dir`` stopped by ``signum``: the step :data:`PROGRESS` has seen
     (else the step of the checkpoint a finished training left) and the newest complete checkpoint,
     the torn one being ``writing`` left out."""
     name = signal.Signals(signum).name
-    checkpoint = newest_complete_checkpoint(output_dir, skip=writing)
+    checkpoint = newest_complete_checkpoint(output_dir, PROGRESS.args, skip=writing)
     step = PROGRESS.step
     if step is None and checkpoint is not None:
         with contextlib.suppress(OSError, ValueError, KeyError):
-            with open(os.path.join(checkpoint, TRAINER_STATE_NAME), encoding="utf-8") as f:
-                step = json.load(f)["global_step"]
+            step = trainer_state(checkpoint)["global_step"]
     where = "before training started" if step is None else f"at step {step}"
     torn = f" ({writing} was being written and is incomplete)" if writing else ""
     if checkpoint is None:

@@ -24,7 +24,7 @@ from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME, WEIGH
 from .atomic import write_json
 from .environment import collect_environment
 from .errors import CSEUsageError
-from .file_checks import CHECKED_SUFFIXES, load_json, unreadable
+from .file_checks import CHECKED_SUFFIXES, load_mapping, unreadable
 from .run_dir import CSE_CONFIG_NAME, INCOMPLETE_NAME, RUN_ARGS_NAME
 
 logger = logging.getLogger(__name__)
@@ -100,10 +100,16 @@ def checkpoint_problem(checkpoint: str, training_args, method_files=()) -> str |
     return None
 
 
+def trainer_state(checkpoint: str) -> dict:
+    """The Trainer's state saved in ``checkpoint`` (its ``trainer_state.json``, parsed): ``OSError``
+    when it cannot be read, ``ValueError`` when it is not JSON."""
+    with open(os.path.join(checkpoint, TRAINER_STATE_NAME), encoding="utf-8") as f:
+        return json.load(f)
+
+
 def training_ended(checkpoint: str) -> bool:
     """Whether ``checkpoint`` was saved at the run's last step (its ``trainer_state.json``)."""
-    with open(os.path.join(checkpoint, TRAINER_STATE_NAME), encoding="utf-8") as f:
-        state = json.load(f)
+    state = trainer_state(checkpoint)
     return state["global_step"] >= state["max_steps"]
 
 
@@ -129,20 +135,38 @@ def set_aside(checkpoint: str) -> str:
     return target
 
 
-def last_complete_checkpoint(output_dir: str, training_args, method_files=(), move_torn: bool = False) -> str | None:
-    """The newest checkpoint in ``output_dir`` that :func:`checkpoint_problem` finds complete, each
-    newer one skipped with a warning (a run killed while writing it: resuming from the one before
-    recomputes the same steps); None when ``output_dir`` holds no complete checkpoint: one warning
-    when it holds torn ones only (a run killed while writing its first checkpoint), and the run starts
-    over from step 0. ``move_torn`` (the main process of a run): each torn one is moved aside
-    (:func:`set_aside`)."""
-    torn, found = [], None
+def newest_complete_checkpoint(
+    output_dir: str, args=None, method_files=(), skip: str | None = None, torn: list | None = None
+) -> str | None:
+    """The newest checkpoint in ``output_dir`` that :func:`checkpoint_problem` finds complete
+    (``args``: the run's training arguments, for the RNG files of each process; None: every
+    checkpoint folder counts; ``method_files``: the method's state files), ``skip`` left out; None
+    when there is none, or no ``output_dir``. ``torn``: a list that receives ``(checkpoint, problem)``
+    for each newer one found incomplete. The directory is read, not remembered: the Trainer may have
+    deleted the checkpoint it last saved (``--save_total_limit``)."""
+    if not os.path.isdir(output_dir):
+        return None
     for checkpoint in checkpoints_newest_first(output_dir):
-        problem = checkpoint_problem(checkpoint, training_args, method_files)
+        if checkpoint == skip:
+            continue
+        problem = None if args is None else checkpoint_problem(checkpoint, args, method_files)
         if problem is None:
-            found = checkpoint
-            break
-        torn.append((checkpoint, problem, set_aside(checkpoint) if move_torn else None))
+            return checkpoint
+        if torn is not None:
+            torn.append((checkpoint, problem))
+    return None
+
+
+def last_complete_checkpoint(output_dir: str, training_args, method_files=(), move_torn: bool = False) -> str | None:
+    """The newest checkpoint in ``output_dir`` that :func:`checkpoint_problem` finds complete
+    (:func:`newest_complete_checkpoint`), each newer one skipped with a warning (a run killed while
+    writing it: resuming from the one before recomputes the same steps); None when ``output_dir``
+    holds no complete checkpoint: one warning when it holds torn ones only (a run killed while writing
+    its first checkpoint), and the run starts over from step 0. ``move_torn`` (the main process of a
+    run): each torn one is moved aside (:func:`set_aside`)."""
+    incomplete = []
+    found = newest_complete_checkpoint(output_dir, training_args, method_files, torn=incomplete)
+    torn = [(checkpoint, problem, set_aside(checkpoint) if move_torn else None) for checkpoint, problem in incomplete]
     if found is not None:
         for checkpoint, problem, moved in torn:
             logger.warning(
@@ -219,13 +243,7 @@ def describe_changes(changed: list[str], most: int = 4) -> str:
 def read_settings(path: str) -> dict:
     """The settings a run recorded in its ``run_args.json`` at ``path``; a file that is not such a
     record (damaged, edited by hand) is refused in one line."""
-    settings = load_json(path, "the run's settings", hint=_UNREADABLE_SETTINGS.format(directory=os.path.dirname(path)))
-    if not isinstance(settings, dict):
-        raise CSEUsageError(
-            f"the run's settings {path} hold a {type(settings).__name__}, not a mapping",
-            hint=_UNREADABLE_SETTINGS.format(directory=os.path.dirname(path)),
-        )
-    return settings
+    return load_mapping(path, "the run's settings", hint=_UNREADABLE_SETTINGS.format(directory=os.path.dirname(path)))
 
 
 _UNREADABLE_SETTINGS = (
@@ -286,14 +304,14 @@ def find_checkpoint(
             saved = read_settings(saved_path)
             changed = changed_settings(saved, current)
             if changed:
-                complete = (c for c in checkpoints if checkpoint_problem(c, training_args, method_files) is None)
                 other = saved.get("run", {}).get("method")
-                hint = (
-                    f"use another --output_dir, or pass --resume_from_checkpoint {next(complete, checkpoints[0])} "
-                    "to continue it anyway"
-                    if other in (None, method)
-                    else f"use another --output_dir: it is a run of {other}, which this command cannot continue"
-                )
+                if other in (None, method):
+                    complete = newest_complete_checkpoint(output_dir, training_args, method_files) or checkpoints[0]
+                    hint = (
+                        f"use another --output_dir, or pass --resume_from_checkpoint {complete} to continue it anyway"
+                    )
+                else:
+                    hint = f"use another --output_dir: it is a run of {other}, which this command cannot continue"
                 raise CSEUsageError(
                     f"{output_dir} holds an interrupted run with other settings ({describe_changes(changed)})",
                     hint=hint,
@@ -305,8 +323,7 @@ def find_checkpoint(
             logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)
     if checkpoint is not None and training_args.load_best_model_at_end and os.path.isdir(checkpoint):
         # Found now rather than after training: the Trainer would end by exporting the last model instead.
-        with open(os.path.join(checkpoint, TRAINER_STATE_NAME), encoding="utf-8") as f:
-            best = json.load(f).get("best_model_checkpoint")
+        best = trainer_state(checkpoint).get("best_model_checkpoint")
         problem = best and (checkpoint_problem(best, training_args, method_files) if os.path.isdir(best) else "missing")
         if problem:
             raise CSEUsageError(

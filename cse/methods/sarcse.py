@@ -32,7 +32,7 @@ from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
 from ..autoencoding import SARCSEModel, special_token_ids
 from ..errors import CSEUsageError
 from ..losses.reconstruction import REDUCTIONS, SelfAdaptiveReconstructionLoss, count_tokens
-from ..modeling import CSEModel
+from ..modeling import load_encoder
 from ..parts import EVERY_PART, Part, total
 from ..ranges import RANGE, at_least, check_fields, non_negative, positive, probability
 from ..registry import BenchShape, MethodRecord, register
@@ -120,13 +120,7 @@ class SARCSEArguments:
 def build_model(model_args: ModelArguments, sarcse_args: SARCSEArguments) -> SARCSEModel:
     """The pretrained backbone and tokenizer ``model_args`` name, with a fresh autoencoder of
     ``sarcse_args``' shape (the backbone's pooling layer is left unused)."""
-    encoder = CSEModel.from_pretrained(
-        model_args.model_name_or_path,
-        pooler_type="cls_before_pooler",
-        tokenizer_name_or_path=model_args.tokenizer_name,
-        cache_dir=model_args.cache_dir,
-        attn_implementation=model_args.attn_implementation,
-    )
+    encoder = load_encoder(model_args, pooler_type="cls_before_pooler", mlp_only_train=False)
     autoencoder = TextCNNAutoEncoder(
         encoder.config.hidden_size,
         kernel_sizes=tuple(sarcse_args.kernel_sizes),
