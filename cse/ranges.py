@@ -164,3 +164,12 @@ def check_fields(obj) -> None:
     ``__post_init__``: the dataclass built in code is checked as the command line is)."""
     ranges = declared_ranges([type(obj)])
     check_values({name: getattr(obj, name) for name in ranges}, ranges)
+
+
+def check_choices(obj) -> None:
+    """Refuse a field of the dataclass instance ``obj`` whose value is not one of the ``choices`` its
+    metadata declares (argparse refuses them on the command line; this, in a config file or in code)."""
+    for f in dataclasses.fields(obj):
+        choices = f.metadata.get("choices")
+        if choices is not None and getattr(obj, f.name) not in choices:
+            raise ValueError(f"--{f.name} must be one of {', '.join(choices)}, got {getattr(obj, f.name)!r}")

@@ -34,7 +34,7 @@ from ..distributed import world_size
 from ..errors import CSEUsageError
 from ..losses.adcse import LOSS_FORMS, AdversarialInfoNCELoss
 from ..parts import Part
-from ..ranges import RANGE, Range, at_least, check_fields, non_negative, positive, probability
+from ..ranges import RANGE, Range, at_least, check_choices, check_fields, non_negative, positive, probability
 from ..registry import BenchShape, MethodRecord, register
 from ..trainer import CSETrainer
 
@@ -96,8 +96,7 @@ class AdCSEArguments:
 
     def __post_init__(self):
         check_fields(self)
-        if self.variant not in LOSS_FORMS:
-            raise ValueError(f"--variant must be one of {', '.join(LOSS_FORMS)}, got {self.variant!r}")
+        check_choices(self)
         if not self.adversaries and (self.adversary_weight_decay, self.adversary_temperature) != (None, None):
             raise ValueError("--adversary_weight_decay/--adversary_temperature set, but --no_adversaries")
         if self.adversary_weight_decay is None:
@@ -255,8 +254,10 @@ class AdCSE(Part):
 
     def step_begin(self, trainer) -> None:
         # Read before the step's backwards: the fp16 scale changes only at the optimizer step, which
-        # DeepSpeed takes inside the last micro-batch's backward.
-        self._step_loss_scale = self.loss_scale(trainer)
+        # DeepSpeed takes inside the last micro-batch's backward. Only the adversaries' gradient is
+        # unscaled by it, and reading the scaler's scale waits for the GPU: without them it is not read.
+        if self.adversaries is not None:
+            self._step_loss_scale = self.loss_scale(trainer)
 
     def after_step(self, trainer) -> None:
         """AdCSE's step, right after the Trainer's optimizer has updated q (Eq. 6): the adversaries'

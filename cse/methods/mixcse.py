@@ -28,7 +28,7 @@ from ..errors import CSEUsageError
 from ..evaluation.analysis import largest_angle
 from ..losses.mixcse import LOSS_FORMS, MixCSELoss
 from ..parts import Part
-from ..ranges import RANGE, Range, check_fields
+from ..ranges import RANGE, Range, check_choices, check_fields
 from ..registry import BenchShape, MethodRecord, register
 from ..trainer import CSETrainer
 
@@ -68,8 +68,7 @@ class MixCSEArguments:
 
     def __post_init__(self):
         check_fields(self)
-        if self.variant not in LOSS_FORMS:
-            raise ValueError(f"--variant must be one of {', '.join(LOSS_FORMS)}, got {self.variant!r}")
+        check_choices(self)
 
     def selection_pooler(self, model_args) -> str | None:
         """The pooler of the model-selection evaluation, if not the model's evaluation pooler."""

@@ -34,7 +34,7 @@ from ..errors import CSEUsageError
 from ..losses.reconstruction import REDUCTIONS, SelfAdaptiveReconstructionLoss, count_tokens
 from ..modeling import load_encoder
 from ..parts import EVERY_PART, Part, total
-from ..ranges import RANGE, at_least, check_fields, non_negative, positive, probability
+from ..ranges import RANGE, at_least, check_choices, check_fields, non_negative, positive, probability
 from ..registry import BenchShape, MethodRecord, register
 from ..textcnn import TextCNNAutoEncoder
 from ..trainer import CSETrainer
@@ -100,12 +100,8 @@ class SARCSEArguments:
 
     def __post_init__(self):
         check_fields(self)
+        check_choices(self)
         defaults = {f.name: f.default for f in fields(self) if f.name != "kernel_sizes"}
-        if self.reconstruction_reduction not in REDUCTIONS:
-            raise ValueError(
-                f"--reconstruction_reduction must be one of {', '.join(REDUCTIONS)}, "
-                f"got {self.reconstruction_reduction!r}"
-            )
         reconstruction = (
             "alpha", "beta", "gamma", "theta", "freq_lambda", "plain_mse", "detach_target", "reconstruction_reduction"
         )  # fmt: skip

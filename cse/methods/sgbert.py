@@ -37,7 +37,7 @@ from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead, SelfGuidedLoss
 from ..modeling import CSEModel, load_encoder, view_of
 from ..parts import EVERY_PART, SLOTS, Part
 from ..pooling import masked_max, masked_mean
-from ..ranges import RANGE, at_least, check_fields, non_negative
+from ..ranges import RANGE, at_least, check_choices, check_fields, non_negative
 from ..registry import BenchShape, MethodRecord, register
 from ..run_dir import STSB_CORPUS_NAME
 from ..stsb_corpus import write_stsb_corpus
@@ -164,10 +164,7 @@ class SGBERTArguments:
 
     def __post_init__(self):
         check_fields(self)
-        checks = {"loss_variant": LOSS_VARIANTS, "token_pooling": TOKEN_POOLINGS, "sampler": SAMPLERS}
-        for name, choices in checks.items():
-            if getattr(self, name) not in choices:
-                raise ValueError(f"--{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+        check_choices(self)
         if self.loss_variant == "opt3" and self.sampler != "uniform":
             raise ValueError("--sampler set, but --loss_variant opt3 uses every layer's view and samples none")
         if not self.projection_head and self.projection_size != 4096:

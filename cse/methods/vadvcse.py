@@ -39,9 +39,9 @@ from ..losses import cosine_logits
 from ..losses.vadvcse import DIVERGENCES, NORMS, REDUCTIONS, SEARCH_OPTIONS, VirtualAdversarialLoss
 from ..modeling import CSEModel
 from ..parts import Part, Step
-from ..ranges import RANGE, at_least, check_fields, non_negative, positive
+from ..ranges import RANGE, at_least, check_choices, check_fields, non_negative, positive
 from ..registry import BenchShape, MethodRecord, register
-from ..trainer import CSETrainer, base_terms
+from ..trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
 
@@ -106,14 +106,7 @@ class VAdvCSEArguments:
 
     def __post_init__(self):
         check_fields(self)
-        if self.divergence not in DIVERGENCES:
-            raise ValueError(f"--divergence must be one of {', '.join(DIVERGENCES)}, got {self.divergence!r}")
-        if self.norm not in NORMS:
-            raise ValueError(f"--norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
-        if self.vadv_reduction not in REDUCTIONS:
-            raise ValueError(f"--vadv_reduction must be one of {', '.join(REDUCTIONS)}, got {self.vadv_reduction!r}")
-        if self.head not in HEADS:
-            raise ValueError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}")
+        check_choices(self)
         if self.vadv_lambda == 0:
             defaults = {f.name: f.default for f in fields(self)}
             search = (*SEARCH_OPTIONS, "vadv_reduction", "shared_dropout")
@@ -251,29 +244,6 @@ def replaying_rng(device: torch.device):
             yield
 
     return replay
-
-
-def vadvcse_terms(
-    model,
-    encoder: CSEModel,
-    inputs: dict,
-    contrastive_loss,
-    vadv_loss,
-    vadv_lambda: float,
-    noise=None,
-    shared_dropout: bool = False,
-):
-    """The terms of Eq. 10, ``{"contrastive": L_cont, "vadv": lambda * L_vadv}`` (the second only if
-    lambda > 0), for one batch of ``(batch, 2, length)`` inputs: the step program of a run with
-    V-advCSE's part alone. Returns ``(terms, views, statistics)``; the arguments as :func:`vadv_term`'s.
-    """
-    outputs = model(**inputs)
-    terms, statistics = base_terms(contrastive_loss, outputs)
-    step = Step(model, encoder, inputs, outputs, terms, statistics)
-    added, stats = vadv_term(
-        step, contrastive_loss.temperature, vadv_loss if vadv_lambda else None, vadv_lambda, noise, shared_dropout
-    )
-    return {**terms, **added}, outputs["embeddings"], stats
 
 
 def vadv_term(
