@@ -19,14 +19,14 @@ from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
 from cse.losses import InfoNCELoss
 from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss
 from cse.losses.vadvcse import virtual_adversarial_loss
-from cse.methods.vadvcse import MLPHeadEncoder, VAdvCSEArguments, vadvcse_terms
+from cse.methods.vadvcse import MLPHeadEncoder, VAdvCSEArguments
 from cse.modeling import CSEModel
 from cse.resume import find_checkpoint
 from cse.trainer import term_gradients
 
 from .conftest import DATA, WIKI_HEAD, fake_checkpoint, make_sarcse_trainer, tiny_run
 from .conftest import small_sarcse_args as small_args
-from .vadvcse_reference import RecordingSearch, batch_of, hand_objective
+from .vadvcse_reference import RecordingSearch, batch_of, hand_objective, vadvcse_terms
 
 
 def hand_norms_and_shares(terms: dict, parameters) -> tuple[list[float], list[float]]:

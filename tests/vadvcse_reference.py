@@ -8,9 +8,10 @@ from transformers import AutoTokenizer
 from cse.data import TwoViewCollator
 from cse.losses import InfoNCELoss
 from cse.losses.vadvcse import VirtualAdversarialLoss
-from cse.methods.vadvcse import MLPHeadEncoder, vadvcse_terms
+from cse.methods.vadvcse import MLPHeadEncoder, vadv_term
 from cse.modeling import CSEModel
-from cse.parts import total
+from cse.parts import Step, total
+from cse.trainer import base_terms
 
 from .conftest import SENTENCES
 
@@ -27,6 +28,30 @@ class RecordingSearch(VirtualAdversarialLoss):
         self.clean_logits = clean_logits
         self.r, loss = super().forward(clean_logits, perturbed_logits, noise, mask)
         return self.r, loss
+
+
+def vadvcse_terms(
+    model,
+    encoder: CSEModel,
+    inputs: dict,
+    contrastive_loss,
+    vadv_loss,
+    vadv_lambda: float,
+    noise=None,
+    shared_dropout: bool = False,
+):
+    """The terms of Eq. 10, ``{"contrastive": L_cont, "vadv": lambda * L_vadv}`` (the second only if
+    lambda > 0), for one batch of ``(batch, 2, length)`` inputs, as the step program of a run with
+    V-advCSE's part alone computes them (:func:`cse.parts.base_terms`, then
+    :func:`cse.methods.vadvcse.vadv_term`). Returns ``(terms, views, statistics)``; the arguments as
+    ``vadv_term``'s."""
+    outputs = model(**inputs)
+    terms, statistics = base_terms(contrastive_loss, outputs)
+    step = Step(model, encoder, inputs, outputs, terms, statistics)
+    added, stats = vadv_term(
+        step, contrastive_loss.temperature, vadv_loss if vadv_lambda else None, vadv_lambda, noise, shared_dropout
+    )
+    return {**terms, **added}, outputs["embeddings"], stats
 
 
 def hand_objective(encoder, inputs, r, tau, lam, detach_clean=True):
@@ -85,7 +110,7 @@ def objective_and_gradients(model_dir, batch, wrap=lambda model: model, ascent="
 
 
 def vadvcse_loss(*args, **kwargs):
-    """L = L_cont + lambda L_vadv (Eq. 10), the sum of :func:`cse.methods.vadvcse.vadvcse_terms`' terms:
+    """L = L_cont + lambda L_vadv (Eq. 10), the sum of :func:`vadvcse_terms`' terms:
     ``(L, views, statistics)``."""
     terms, views, stats = vadvcse_terms(*args, **kwargs)
     return total(terms), views, stats
