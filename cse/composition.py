@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import sys
 from dataclasses import dataclass, field
 
 from . import registry
-from .arguments import CONFIG_SUFFIXES, ArgumentParser, parse_args, read_config_file
+from .arguments import CONFIG_SUFFIXES, ArgumentParser, given_flags, parse_args, read_config_file
 from .errors import CSEUsageError
-from .parts import BASE_EQUATION, SLOTS, said_of, why_not
+from .parts import BASE_EQUATION, SLOTS, pairs_refused, said_of, why_not
 from .registry import BASE_ARGUMENTS, MethodRecord
 
 
@@ -94,13 +95,8 @@ def select(names: list[str]) -> list[MethodRecord]:
     if repeated:
         raise CSEUsageError(f"--parts names {repeated[0]} twice", hint="name each part once")
     chosen = [known[name] for name in sorted(names)]
-    for i, a in enumerate(chosen):
-        for b in chosen[i + 1 :]:
-            reason = why_not(a.part, b.part)
-            if reason:
-                raise CSEUsageError(
-                    f"--parts {a.name},{b.name} is not defined: {reason}", hint="see docs/composition.md"
-                )
+    for a, b, reason in pairs_refused([record.part for record in chosen])[:1]:
+        raise CSEUsageError(f"--parts {a.name},{b.name} is not defined: {reason}", hint="see docs/composition.md")
     return chosen
 
 
@@ -231,7 +227,7 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
     chosen = select(requested_parts(argv))
     config_path = argv[0] if argv and argv[0].endswith(CONFIG_SUFFIXES) else None
     config, argv = (read_config_file(config_path), argv[1:]) if config_path else ({}, argv)
-    flags = {arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")} | set(config)
+    flags = given_flags(argv) | set(config)
     if len(chosen) == 1:
         # the preset: its run script's dataclasses, the part's flags spelled either way
         record = chosen[0]
@@ -241,9 +237,7 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
         check_flags_of_other_parts(chosen, flags, base)
         tokens, values = [*shared[1], *own[record.name][1]], {**shared[0], **own[record.name][0]}
         parsed = parse_args(types, tokens, config=values, config_path=config_path)
-        model_args, data_args, training_args = parsed[:3]
-        parts = record.preset(parsed[3] if record.method_arguments else None, model_args)
-        return (model_args, data_args, training_args, record, parts, *parsed[len(record.argument_types) + 1 :])
+        return (*parsed[:3], record, record.preset(parsed), *parsed[len(record.argument_types) + 1 :])
     base_types = (*BASE_ARGUMENTS, PartsArguments, *extra)
     base = names_of(base_types)
     if any(arg in ("-h", "--help") for arg in argv):
@@ -329,14 +323,13 @@ def markdown() -> str:
         cells = ["-" if a is b else ("yes" if why_not(a.part, b.part) is None else "no") for b in chosen]
         lines.append(f"| **{a.name}** | " + " | ".join(cells) + " |")
     lines += ["", "A set of parts combines when each of its pairs does.", "", "## Each pair", ""]
-    for i, a in enumerate(chosen):
-        for b in chosen[i + 1 :]:
-            reason = why_not(a.part, b.part)
-            if reason:
-                lines.append(f"- **{a.name} + {b.name}**: not defined: {reason}.")
-                continue
-            notes = [note for x, y in ((a, b), (b, a)) for note in said_of(x.part.notes, y.part)]
-            lines.append(f"- **{a.name} + {b.name}**: the base with both parts' changes. " + " ".join(notes))
+    for a, b in itertools.combinations(chosen, 2):
+        reason = why_not(a.part, b.part)
+        if reason:
+            lines.append(f"- **{a.name} + {b.name}**: not defined: {reason}.")
+            continue
+        notes = [note for x, y in ((a, b), (b, a)) for note in said_of(x.part.notes, y.part)]
+        lines.append(f"- **{a.name} + {b.name}**: the base with both parts' changes. " + " ".join(notes))
     return "\n".join(lines) + "\n"
 
 

@@ -59,7 +59,7 @@ def parse(method: str | None, argv: list[str]):
         return composition.parse(argv, extra=(DiagnosticsArguments,))
     record, implied = registry.variant(method)
     parsed = parse_args((*record.argument_types, DiagnosticsArguments), [*implied, *argv])
-    parts = record.preset(parsed[3] if record.method_arguments else None, parsed[0])
+    parts = record.preset(parsed)
     return (*parsed[:3], record, parts, parsed[-1])
 
 

@@ -102,9 +102,9 @@ def generated(path: str) -> str:
 
 def main() -> None:
     """Rewrite each listing whose generated lines differ from the records', naming it."""
-    changed = [path for path in LISTINGS if generated(path) != current(path)]
-    for path in changed:
-        write_text(os.path.join(REPO, path), generated(path))
+    changed = {path: text for path in LISTINGS if (text := generated(path)) != current(path)}
+    for path, text in changed.items():
+        write_text(os.path.join(REPO, path), text)
         print(f"wrote {path}")
     if not changed:
         print("every listing matches the method records")

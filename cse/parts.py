@@ -76,8 +76,7 @@ class Step:
     the gradients); ``encoder`` the model itself, for extra forwards whose gradients join the same
     backward (V-advCSE's perturbed anchors). ``outputs`` is the training forward's output
     (``embeddings``: ``(batch, 2, d)``, and what the encoder adds, such as SARCSE's reconstruction);
-    ``terms`` and ``statistics`` are those of the loss and of the parts before this one.
-    ``separate``: split terms as finely as possible (the logging steps of ``--log_term_gradients``)."""
+    ``terms`` and ``statistics`` are those of the loss and of the parts before this one."""
 
     model: torch.nn.Module
     encoder: torch.nn.Module
@@ -85,7 +84,6 @@ class Step:
     outputs: dict
     terms: dict
     statistics: dict
-    separate: bool = False
 
 
 class Part:

@@ -83,9 +83,8 @@ def run_method(record: MethodRecord, argv: list[str] | None = None, callbacks=()
     first, then flags), then :func:`train` its preset (its one part, none for SimCSE). ``callbacks``
     (``TrainerCallback``\ s) join the Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
     check_min_versions()
-    model_args, data_args, training_args, *flags = parse_args(record.argument_types, argv)
-    parts = record.preset(flags[0] if flags else None, model_args)
-    return train(record, parts, model_args, data_args, training_args, callbacks)
+    parsed = parse_args(record.argument_types, argv)
+    return train(record, record.preset(parsed), *parsed[:3], callbacks)
 
 
 def train(record: MethodRecord, parts: list[Part], model_args, data_args, training_args, callbacks=()):

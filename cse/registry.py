@@ -113,9 +113,13 @@ class MethodRecord:
         """The dataclasses its run script parses, the method's own last."""
         return (*self.arguments, *([self.method_arguments] if self.method_arguments else []))
 
-    def preset(self, args, model_args) -> list[Part]:
-        """The parts its run script trains: its one part with ``args`` (its flags), none for SimCSE."""
-        return [] if self.base else [self.part(args, model_args)]
+    def preset(self, parsed: tuple) -> list[Part]:
+        """The parts its run script trains, of the values its dataclasses parsed (``parsed``, in the
+        order of :attr:`argument_types`, others' after them): its one part with its flags (the
+        model arguments first, the method's own fourth), none for SimCSE."""
+        if self.base:
+            return []
+        return [self.part(parsed[len(self.arguments)] if self.method_arguments else None, parsed[0])]
 
     def variant_flags(self) -> dict[str, tuple[str, ...]]:
         """Its variants' names and flags; a method without variants is one, by its own name."""

@@ -23,6 +23,7 @@ from transformers.trainer_utils import IntervalStrategy
 from transformers.utils import SAFE_WEIGHTS_NAME
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
+from .arguments import check_global_batch
 from .data import CorpusStatistics
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
@@ -124,12 +125,8 @@ class CSETrainer(Trainer):
                     maybe_install_capturing_hooks(module)
         self.add_callback(NonFiniteGuard())
         self.add_callback(PROGRESS)
+        check_global_batch(self.args)
         global_batch = self.args.per_device_train_batch_size * self.args.world_size
-        if global_batch < 2:
-            raise CSEUsageError(
-                f"the global batch is {global_batch} sentence(s): in-batch contrastive learning needs at least 2 "
-                "(each sentence's negatives are the other sentences of the batch)"
-            )
         batch, accumulation = global_batch, self.args.gradient_accumulation_steps
         if isinstance(self.train_dataset, Sized) and len(self.train_dataset) < global_batch:
             # One batch an epoch, and the Trainer steps the optimizer at an epoch's end whatever the accumulation.
@@ -181,9 +178,7 @@ class CSETrainer(Trainer):
     def check_term_names(self) -> None:
         """Refuse two parts that would add a term of the same name (one would replace the other's),
         when the trainer is built rather than at the first step."""
-        own = getattr(self.loss_fn, "term_weights", None)
-        seen = {"contrastive": "the loss"} if self.loss_fn is not None else {}
-        seen.update({name: "the loss" for name in (own() if own is not None else {})})
+        seen = dict.fromkeys(self.loss_term_weights(), "the loss")
         for part in self.parts:
             for name in part.term_weights():
                 if name in seen:
@@ -204,13 +199,12 @@ class CSETrainer(Trainer):
 
     @property
     def citations(self) -> list[str]:
-        """BibTeX entries of the parts' papers and of every loss the trainer and its parts hold, and
-        every loss those hold (``AdversarialInfoNCELoss(base=MixCSELoss(...))`` cites both papers),
-        each once: what the model card cites after the method's own."""
+        """BibTeX entries of every loss the trainer and its parts hold, and every loss those hold
+        (``AdversarialInfoNCELoss(base=MixCSELoss(...))`` cites both papers), each once: what the model
+        card cites after the method's own and its parts' (:attr:`cse.registry.MethodRecord.citations`)."""
         values = [value for holder in [self, *self.parts] for value in vars(holder).values()]
         held = [m for value in values if isinstance(value, nn.Module) for m in value.modules()]
-        entries = [part.citation for part in self.parts] + [m.citation for m in held if hasattr(m, "citation")]
-        return list(dict.fromkeys(entries))
+        return list(dict.fromkeys(m.citation for m in held if hasattr(m, "citation")))
 
     @property
     def zero_stage(self) -> int | None:
@@ -299,7 +293,7 @@ class CSETrainer(Trainer):
         weighing of them (:mod:`cse.parts`). ``separate``: see :func:`base_terms`."""
         outputs = model(**inputs)
         terms, statistics = base_terms(self.loss_fn, outputs, separate)
-        step = Step(model, self.encoder, inputs, outputs, dict(terms), dict(statistics), separate)
+        step = Step(model, self.encoder, inputs, outputs, dict(terms), dict(statistics))
         for part in self.parts:
             added, stats = part.terms(step)
             merged(step.terms, added, "term", part)
@@ -309,14 +303,19 @@ class CSETrainer(Trainer):
             merged(step.statistics, stats, "statistic", part)
         return StepLoss(step.terms, step.statistics, outputs)
 
+    def loss_term_weights(self) -> dict[str, float]:
+        """The weight of each term the contrastive loss gives: InfoNCE's ``contrastive``, and its own
+        ``term_weights()`` where it has them (AdCSE's split of its softmax); none without a loss."""
+        if self.loss_fn is None:
+            return {}
+        own = getattr(self.loss_fn, "term_weights", None)
+        return {"contrastive": 1.0, **(own() if own is not None else {})}
+
     def term_weights(self) -> dict[str, float]:
         """The weight of each term :meth:`step_terms` can give: a term is its weight times its raw value
         (``python -m cse.diagnostics`` divides the weight out): the loss's (its ``term_weights()``:
         AdCSE's split of its softmax), the parts' own, each part's weighing of them."""
-        weights = {}
-        if self.loss_fn is not None:
-            own = getattr(self.loss_fn, "term_weights", None)
-            weights = {"contrastive": 1.0, **(own() if own is not None else {})}
+        weights = self.loss_term_weights()
         for part in self.parts:
             weights.update(part.term_weights())
         for part in self.parts:
