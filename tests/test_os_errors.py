@@ -210,6 +210,7 @@ def bound_by_permissions(command):
     return ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", *command]
 
 
+@pytest.mark.e2e
 def test_a_cache_directory_this_user_may_not_write_is_one_line(tiny_bert, tmp_path):
     """A real EACCES (not foreseen by the checks before the run: the cache is written after the model
     loads), seen as a shell sees it: exit 2, the line and its hint last on stderr."""

@@ -629,6 +629,7 @@ def test_a_disk_full_while_the_results_are_written_then_the_same_command_complet
     assert_same_run(out, uninterrupted("simcse"))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("strategy", ["best", pytest.param("no", marks=LONG)])
 def test_killed_in_the_tail_without_a_last_step_checkpoint_the_same_command_trains_the_rest_again(
     strategy, tiny_bert, dev_head, tmp_path, monkeypatch

@@ -269,6 +269,7 @@ def test_real_tokens_exclude_special_tokens_and_padding(tiny_roberta):
     tok.padding_side = "right"
 
 
+@pytest.mark.e2e
 def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta, tmp_path, monkeypatch):
     torch.manual_seed(0)
     model = build_model(ModelArguments(model_name_or_path=tiny_roberta), small_sarcse_args())
@@ -392,6 +393,7 @@ def test_reconstruction_is_an_add_on_to_another_methods_trainer(tiny_roberta, tm
     assert not torch.allclose(model.autoencoder.transposed_cnn.weight, decoder)
 
 
+@pytest.mark.e2e
 def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, monkeypatch):
     class StopAt(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
