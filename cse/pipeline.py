@@ -167,7 +167,9 @@ def train_built(model_args, data_args, training_args, record, parts, model, loss
     A ``--resume_from_checkpoint`` saved by another model layout is refused first, before the corpus
     is read: the Trainer would load it non-strictly. What the run needs at its end is checked before
     it starts: the final evaluation's data (read now; the trainer reads the dev sets when it is
-    built). Then the run holds ``output_dir`` throughout (:func:`cse.reliability.output_dir_lock`)."""
+    built). Then the run holds ``output_dir`` throughout (:func:`cse.reliability.output_dir_lock`) and
+    writes nothing there before every check of the directory and of the checkpoint it resumes from has
+    passed (:func:`cse.resume.find_checkpoint`)."""
     check_sequence_length(data_args.max_seq_length, model)
     if training_args.resume_from_checkpoint:
         check_checkpoint_matches(model, training_args.resume_from_checkpoint)
@@ -177,6 +179,16 @@ def train_built(model_args, data_args, training_args, record, parts, model, loss
         else None
     )
     settings = method_settings(record, parts)
+
+    def check_found(checkpoint: str | None) -> None:
+        """What train() and restore_trained refuse in the checkpoint found, before the run writes anything."""
+        if checkpoint is None:
+            return
+        if training_ended(checkpoint):
+            trainer.check_restorable(checkpoint)
+        else:
+            check_checkpoint_matches(model, checkpoint)
+
     with output_dir_lock(training_args):
         trainer = build_trainer(model_args, data_args, training_args, model, loss, parts, callbacks=list(callbacks))
         checkpoint = find_checkpoint(
@@ -187,6 +199,7 @@ def train_built(model_args, data_args, training_args, record, parts, model, loss
             method_files=trainer.checkpoint_files(),
             corpus=trainer.corpus_statistics,
             method=record.name,
+            check=check_found,
         )
         # Every process has read the output directory before the main one writes the run's end into it:
         # completing a run (below) takes no collective step before the final evaluation, so a process

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import re
-import shutil
 
 from safetensors import SafetensorError, safe_open
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
@@ -25,7 +24,18 @@ from .atomic import write_json
 from .environment import collect_environment
 from .errors import CSEUsageError
 from .file_checks import CHECKED_SUFFIXES, load_mapping, unreadable
-from .run_dir import CSE_CONFIG_NAME, INCOMPLETE_NAME, RUN_ARGS_NAME
+from .run_dir import (
+    CHECKPOINT_MARKER_NAME,
+    CSE_CONFIG_NAME,
+    INCOMPLETE_NAME,
+    LEGACY_FORMAT,
+    RUN_ARGS_NAME,
+    WRITTEN_BY,
+    WRITTEN_BY_KEY,
+    checkpoint_marked,
+    is_run_checkpoint,
+    run_format,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -114,24 +124,32 @@ def training_ended(checkpoint: str) -> bool:
 
 
 def checkpoints_newest_first(output_dir: str) -> list[str]:
+    """The checkpoint folders of this package's run in ``output_dir`` (:func:`cse.run_dir.is_run_checkpoint`;
+    in a run of an earlier version, also those holding only a checkpoint's files), newest first."""
+    legacy = run_format(output_dir) == LEGACY_FORMAT
     steps = {}
     for name in os.listdir(output_dir):
         match = _CHECKPOINT_STEP.match(name)
-        if match and os.path.isdir(os.path.join(output_dir, name)):
+        if match and is_run_checkpoint(os.path.join(output_dir, name), legacy):
             steps[os.path.join(output_dir, name)] = int(match.group(1))
     return sorted(steps, key=steps.get, reverse=True)
 
 
 def set_aside(checkpoint: str) -> str:
-    """Move the torn ``checkpoint`` into ``OUTPUT_DIR/_incomplete_checkpoints/`` (an earlier torn copy
-    of the same step there is replaced), out of the Trainer's way: the run writes that step's
-    checkpoint afresh, and the Trainer's rotation, which counts every ``checkpoint-*`` folder, never
-    takes it for a saved one. Returns where it went."""
+    """Move the torn ``checkpoint`` into ``OUTPUT_DIR/_incomplete_checkpoints/``, out of the Trainer's
+    way: the run writes that step's checkpoint afresh, and the Trainer's rotation, which counts every
+    ``checkpoint-*`` folder, never takes it for a saved one. Nothing there is replaced: a name already
+    taken (an earlier torn copy of the same step) gives ``checkpoint-<step>.2``, ``.3``, ... Returns
+    where it went."""
     root = os.path.join(os.path.dirname(os.path.abspath(checkpoint)), INCOMPLETE_NAME)
-    target = os.path.join(root, os.path.basename(checkpoint))
     os.makedirs(root, exist_ok=True)
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(checkpoint, target)
+    name, copy = os.path.basename(checkpoint), 1
+    target = os.path.join(root, name)
+    while os.path.lexists(target):
+        copy += 1
+        target = os.path.join(root, f"{name}.{copy}")
+    # rename, not replace: nothing else writes there while the run holds its directory
+    os.rename(checkpoint, target)
     return target
 
 
@@ -166,6 +184,14 @@ def last_complete_checkpoint(output_dir: str, training_args, method_files=(), mo
     run): each torn one is moved aside (:func:`set_aside`)."""
     incomplete = []
     found = newest_complete_checkpoint(output_dir, training_args, method_files, torn=incomplete)
+    report_torn(output_dir, found, incomplete, move_torn)
+    return found
+
+
+def report_torn(output_dir: str, found: str | None, incomplete: list, move_torn: bool) -> None:
+    """Warn of the torn checkpoints ``incomplete`` (``(checkpoint, problem)``, newer than ``found``,
+    the complete one a run resumes from, or all of them when it is None) and, with ``move_torn``, set
+    each aside (:func:`set_aside`)."""
     torn = [(checkpoint, problem, set_aside(checkpoint) if move_torn else None) for checkpoint, problem in incomplete]
     if found is not None:
         for checkpoint, problem, moved in torn:
@@ -184,7 +210,6 @@ def last_complete_checkpoint(output_dir: str, training_args, method_files=(), mo
             "; ".join(f"{checkpoint} is incomplete, {problem}" for checkpoint, problem, _ in torn),
             moved,
         )
-    return found
 
 
 def run_settings(model_args, data_args, training_args, method_args=None, corpus=None, method=None) -> dict:
@@ -214,7 +239,7 @@ def changed_settings(saved: dict, current: dict) -> list[str]:
     """``group.key: old -> new`` for every setting that differs between a saved run's settings and
     this run's, either side's groups and keys (a setting only the saved run had differs too; a
     composition's part arguments key by key, ``method.mixcse.variant``), the ``environment`` left out."""
-    groups = [*(g for g in saved if g != "environment"), *(g for g in current if g not in saved)]
+    groups = [*(g for g in saved if g not in ("environment", WRITTEN_BY_KEY)), *(g for g in current if g not in saved)]
     return [
         change
         for group in groups
@@ -254,27 +279,36 @@ _UNREADABLE_SETTINGS = (
 
 def saved_method(run_dir: str) -> str | None:
     """The method (or composition) that the run in ``run_dir`` recorded, if it recorded one."""
-    path = os.path.join(run_dir, RUN_ARGS_NAME)
-    if not os.path.isfile(path):
+    if run_format(run_dir) is None:  # no run of this package's (a run_args.json of another tool's)
         return None
-    return read_settings(path).get("run", {}).get("method")
+    return read_settings(os.path.join(run_dir, RUN_ARGS_NAME)).get("run", {}).get("method")
 
 
 def find_checkpoint(
-    model_args, data_args, training_args, method_args=None, method_files=(), corpus=None, method=None
+    model_args,
+    data_args,
+    training_args,
+    method_args=None,
+    method_files=(),
+    corpus=None,
+    method=None,
+    check=None,
 ) -> str | None:
     """The checkpoint to resume from: ``--resume_from_checkpoint`` if given, else the last complete
-    one an interrupted run left in ``output_dir`` (:func:`last_complete_checkpoint`; ``method_files``:
+    one an interrupted run left in ``output_dir`` (:func:`newest_complete_checkpoint`; ``method_files``:
     the state files the method adds to each checkpoint). Refuses, rather than guessing, when
     ``output_dir`` holds a finished run or a run with other settings (``method_args``: the method's
     own dataclass; ``method``: its name; ``corpus``: the corpus' statistics; the name and the corpus
     are compared when the saved settings record them, as files written before they were recorded do
-    not); then records this run's settings there, with
-    its ``environment`` (:func:`cse.environment.collect_environment`), which the comparison leaves
-    out: a resume may run on other versions or from a modified checkout."""
+    not); ``check``: the caller's own refusals of the checkpoint found (or None), called after these.
+
+    Nothing is written before every check has passed; then the run is recorded (:func:`record_run`):
+    this run's settings, with its ``environment`` (:func:`cse.environment.collect_environment`), which
+    the comparison leaves out (a resume may run on other versions or from a modified checkout), and
+    the torn checkpoints set aside (:func:`report_torn`)."""
     output_dir = training_args.output_dir
     current = run_settings(model_args, data_args, training_args, method_args, corpus, method)
-    checkpoint = training_args.resume_from_checkpoint
+    checkpoint, torn = training_args.resume_from_checkpoint, []
     if checkpoint is not None and os.path.isdir(checkpoint):
         # First: another method's checkpoint can hold the same weights (V-advCSE's and MixCSE +
         # V-advCSE's) but not the same state files or loss, and its run recorded which method it was.
@@ -316,11 +350,7 @@ def find_checkpoint(
                     f"{output_dir} holds an interrupted run with other settings ({describe_changes(changed)})",
                     hint=hint,
                 )
-        checkpoint = last_complete_checkpoint(
-            output_dir, training_args, method_files, move_torn=training_args.should_save
-        )
-        if checkpoint is not None:
-            logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)
+        checkpoint = newest_complete_checkpoint(output_dir, training_args, method_files, torn=torn)
     if checkpoint is not None and training_args.load_best_model_at_end and os.path.isdir(checkpoint):
         # Found now rather than after training: the Trainer would end by exporting the last model instead.
         best = trainer_state(checkpoint).get("best_model_checkpoint")
@@ -330,13 +360,35 @@ def find_checkpoint(
                 f"{checkpoint} records {best} as the best checkpoint so far, but it is incomplete ({problem})",
                 hint="the best model cannot be recovered: train again into another --output_dir",
             )
-    if training_args.should_save:
-        os.makedirs(output_dir, exist_ok=True)
-        # Atomic: other processes may be reading the previous copy.
-        write_json(
-            os.path.join(output_dir, RUN_ARGS_NAME), {**current, "environment": collect_environment(training_args)}
-        )
+    if check is not None:
+        check(checkpoint)
+    record_run(training_args, current, checkpoint, torn)
+    if checkpoint is not None and not training_args.resume_from_checkpoint:
+        logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)
     return checkpoint
+
+
+def record_run(training_args, settings: dict, found: str | None, torn: list) -> None:
+    """What a run writes once every check has passed, by the main process: in a run of an earlier
+    version, the checkpoint marker into each of its checkpoints (they stay the run's once its
+    ``run_args.json`` records the run format); then ``run_args.json``, marked by this package
+    (:data:`cse.run_dir.WRITTEN_BY`), with the run's ``settings`` and environment; then the torn
+    checkpoints ``torn`` set aside (newer than ``found``; :func:`report_torn`)."""
+    output_dir = training_args.output_dir
+    if not training_args.should_save:
+        report_torn(output_dir, found, torn, move_torn=False)
+        return
+    os.makedirs(output_dir, exist_ok=True)
+    if run_format(output_dir) == LEGACY_FORMAT:
+        for checkpoint in checkpoints_newest_first(output_dir):
+            if not checkpoint_marked(checkpoint):
+                write_json(os.path.join(checkpoint, CHECKPOINT_MARKER_NAME), WRITTEN_BY)
+    # Atomic: other processes may be reading the previous copy.
+    write_json(
+        os.path.join(output_dir, RUN_ARGS_NAME),
+        {WRITTEN_BY_KEY: WRITTEN_BY, **settings, "environment": collect_environment(training_args)},
+    )
+    report_torn(output_dir, found, torn, move_torn=True)
 
 
 def check_best_model_loaded(trainer) -> None:

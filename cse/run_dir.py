@@ -1,20 +1,31 @@
-"""What a run leaves in its ``--output_dir`` before anything else, and the refusal of a directory
-that holds something else: a run never writes into a directory of the user's own files (its model
-card, ``README.md``, and ``config.json`` would replace theirs).
+"""What makes a directory a run of this package, and a checkpoint folder one of its runs', and the
+refusal of an ``--output_dir`` that holds anything else: a run never writes into, moves or rotates
+away what it did not write itself (its model card, ``README.md`` and ``config.json`` would replace a
+user's; the Trainer writes into and deletes ``checkpoint-*`` folders).
 
-A directory is a run's when it holds the run's settings (``run_args.json``, written before the first
-training step) or a finished run (``cse_config.json``), or only what a run writes before its
-settings: the lock, SG-BERT's sentence corpus, temporary ``*.tmp`` files, checkpoint folders and the
-logs a launcher writes into it before starting the run (``_logs/``: the table scripts' driver)."""
+* A directory is a run's when its ``run_args.json`` says so: the package's name and the run
+  format under :data:`WRITTEN_BY_KEY` (:func:`run_format`), which a run writes as its first file,
+  once every check has passed; or, for runs of the versions before that key, the exact layout those
+  versions gave the file (:func:`legacy_run_args`). A file of that name is never enough.
+* A checkpoint folder is the run's when it is a real folder ``checkpoint-<step>`` that holds
+  :data:`CHECKPOINT_MARKER_NAME`, which the run puts there before the checkpoint's first file (the
+  folder appears with it: :func:`begin_checkpoint`), so that a torn one is still recognised; in a
+  run of an earlier version, one that holds nothing but a checkpoint's files
+  (:func:`legacy_checkpoint`).
+* Before its ``run_args.json`` a run writes only its lock, SG-BERT's sentence corpus and the
+  temporary copy of ``run_args.json``; a launcher writes its logs (``_logs/``: the table scripts'
+  driver). A directory holding only those (and checkpoints of this package) is a new run's."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import tempfile
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .atomic import TMP_SUFFIX
+from .atomic import TMP_SUFFIX, write_json
 from .errors import CSEUsageError
 
 LOCK_NAME = ".cse_run.lock"
@@ -24,43 +35,171 @@ CSE_CONFIG_NAME = "cse_config.json"
 STSB_CORPUS_NAME = "stsb_sentences.txt"
 # Where a run sets aside a checkpoint a killed writer left torn (cse.resume).
 INCOMPLETE_NAME = "_incomplete_checkpoints"
-
-RUN_MARKERS = (RUN_ARGS_NAME, CSE_CONFIG_NAME)
 # The run's logs, written by whatever launched it (python -m sweep) before the run starts.
 LAUNCHER_LOGS_NAME = "_logs"
-_BEFORE_SETTINGS = (LOCK_NAME, STSB_CORPUS_NAME, INCOMPLETE_NAME, LAUNCHER_LOGS_NAME)
+
+PACKAGE = "cse"
+# The run directory's format: 1 since run_args.json says who wrote it; 0 stands for the runs before.
+RUN_FORMAT = 1
+LEGACY_FORMAT = 0
+# The key of run_args.json naming the package and the run format that wrote it.
+WRITTEN_BY_KEY = "written_by"
+WRITTEN_BY = {"package": PACKAGE, "format": RUN_FORMAT}
+# The file that makes a checkpoint folder this package's, written before any other file in it.
+CHECKPOINT_MARKER_NAME = "cse_checkpoint.json"
+
+_BEFORE_SETTINGS = (LOCK_NAME, STSB_CORPUS_NAME, LAUNCHER_LOGS_NAME, RUN_ARGS_NAME + TMP_SUFFIX)
 _CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-\d+$")
+# What the Trainer takes for a checkpoint when it rotates them (its glob): none may be a user's.
+_TRAINER_GLOB = f"{PREFIX_CHECKPOINT_DIR}-"
+# The groups of the settings the versions before run format 1 recorded, and the keys each always held.
+_LEGACY_GROUPS = {"run", "model", "data", "training", "method", "corpus", "environment"}
+_LEGACY_KEYS = {
+    "model": {"model_name_or_path"},
+    "data": {"train_file", "max_seq_length"},
+    "training": {"learning_rate", "per_device_train_batch_size", "max_steps", "seed"},
+    "environment": set(),
+}
+# The files a checkpoint of those versions held (the Trainer's, the tokenizer's, the methods' state
+# files, DeepSpeed's and FSDP's), and the temporary copies of a write cut short.
+_LEGACY_CHECKPOINT_FILES = re.compile(
+    r"^([a-z0-9_.-]+\.safetensors(\.index\.json)?|pytorch_model.*\.bin|training_args\.bin|optimizer\.pt|"
+    r"scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|trainer_state\.json|config\.json|tokenizer(_config)?\.json|"
+    r"special_tokens_map\.json|vocab\.(txt|json)|merges\.txt|added_tokens\.json|chat_template\.jinja|latest|"
+    r"zero_to_fp32\.py|global_step\d+|pytorch_model_fsdp.*|optimizer_\d+)(\.tmp)?$"
+)
 # How many of a directory's foreign entries a refusal names.
 FOREIGN_SHOWN = 5
 
 
+def _read_json(path: str):
+    """The JSON value of the regular file ``path`` (a link is not one), or None when it is none."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def legacy_run_args(settings) -> bool:
+    """Whether ``settings`` (a parsed ``run_args.json``) has exactly the layout the versions before
+    run format 1 wrote: the groups model, data, training and environment (and optionally run,
+    method, corpus), each a mapping, with the keys every such file held."""
+    if not isinstance(settings, dict) or not set(settings) <= _LEGACY_GROUPS:
+        return False
+    return all(
+        isinstance(settings.get(group), dict) and keys <= set(settings[group]) for group, keys in _LEGACY_KEYS.items()
+    )
+
+
+def run_format(directory: str):
+    """The run format of the run in ``directory`` as its ``run_args.json`` records it
+    (:data:`RUN_FORMAT`, :data:`LEGACY_FORMAT` for a run of an earlier version, or another value a
+    version of this package wrote), or None when the directory holds no run of this package: no such
+    file, a link, a file that is not JSON, or of another tool."""
+    settings = _read_json(os.path.join(directory, RUN_ARGS_NAME))
+    if not isinstance(settings, dict):
+        return None
+    written_by = settings.get(WRITTEN_BY_KEY)
+    if isinstance(written_by, dict) and written_by.get("package") == PACKAGE:
+        return written_by.get("format")
+    return LEGACY_FORMAT if WRITTEN_BY_KEY not in settings and legacy_run_args(settings) else None
+
+
+def checkpoint_marked(path: str) -> bool:
+    """Whether the folder ``path`` holds this package's :data:`CHECKPOINT_MARKER_NAME`."""
+    marker = _read_json(os.path.join(path, CHECKPOINT_MARKER_NAME))
+    return isinstance(marker, dict) and marker.get("package") == PACKAGE
+
+
+def legacy_checkpoint(path: str) -> bool:
+    """Whether the folder ``path`` holds nothing but the files a checkpoint of a version before run
+    format 1 held (possibly none: a writer killed before its first file)."""
+    return all(_LEGACY_CHECKPOINT_FILES.match(name) for name in os.listdir(path))
+
+
+def is_run_checkpoint(path: str, legacy: bool = False) -> bool:
+    """Whether ``path`` is a checkpoint folder of this package's (complete or torn): a real folder
+    named ``checkpoint-<step>`` marked by the run that began it; with ``legacy`` (in a run of an
+    earlier version), also one holding only a checkpoint's files (:func:`legacy_checkpoint`)."""
+    if not _CHECKPOINT.match(os.path.basename(path)) or os.path.islink(path) or not os.path.isdir(path):
+        return False
+    return checkpoint_marked(path) or (legacy and legacy_checkpoint(path))
+
+
+def begin_checkpoint(folder: str) -> None:
+    """Create the checkpoint folder ``folder`` with its :data:`CHECKPOINT_MARKER_NAME` inside: the
+    folder is made and marked under a temporary name beside it and renamed into place, so that a
+    process killed at any moment leaves either no folder or a marked one. A folder already there
+    (another process of the run made it) is marked where it is."""
+    if not os.path.isdir(folder):
+        staging = tempfile.mkdtemp(
+            prefix=f".{os.path.basename(folder)}.", suffix=TMP_SUFFIX, dir=os.path.dirname(folder)
+        )
+        write_json(os.path.join(staging, CHECKPOINT_MARKER_NAME), WRITTEN_BY)
+        try:
+            os.rename(staging, folder)
+            return
+        except OSError:  # made meanwhile
+            os.remove(os.path.join(staging, CHECKPOINT_MARKER_NAME))
+            os.rmdir(staging)
+    if not checkpoint_marked(folder):
+        write_json(os.path.join(folder, CHECKPOINT_MARKER_NAME), WRITTEN_BY)
+
+
 def foreign_entries(path: str, own: tuple[str, ...] = ()) -> list[str]:
-    """The entries of the directory ``path`` that show it is not a run's (sorted; [] for a run's,
-    an empty or a missing directory); ``own``: files the command itself reads (its config file), which
-    may lie there."""
+    """The entries of the directory ``path`` that a run must not write into, move or have the Trainer
+    rotate away (sorted; [] for a run's, an empty or a missing directory); ``own``: files the command
+    itself reads (its config file), which may lie there. In a run of this package (:func:`run_format`):
+    a ``checkpoint-*`` entry that is not one of its checkpoints (:func:`is_run_checkpoint`), and an
+    ``_incomplete_checkpoints`` that is not a folder. Elsewhere: everything but what a run writes before
+    its ``run_args.json``, and checkpoints of this package."""
     if not os.path.isdir(path):
         return []
     mine = {os.path.realpath(name) for name in own}
     names = sorted(name for name in os.listdir(path) if os.path.realpath(os.path.join(path, name)) not in mine)
-    if any(name in RUN_MARKERS for name in names):
-        return []
-    return [
-        name
-        for name in names
-        if name not in _BEFORE_SETTINGS and not name.endswith(TMP_SUFFIX) and not _CHECKPOINT.match(name)
-    ]
+    fmt = run_format(path)
+    if fmt is not None:
+        legacy = fmt == LEGACY_FORMAT
+        return [
+            name
+            for name in names
+            if (name.startswith(_TRAINER_GLOB) and not is_run_checkpoint(os.path.join(path, name), legacy))
+            or (
+                name == INCOMPLETE_NAME
+                and (os.path.islink(os.path.join(path, name)) or not os.path.isdir(os.path.join(path, name)))
+            )
+        ]
+    return [name for name in names if name not in _BEFORE_SETTINGS and not is_run_checkpoint(os.path.join(path, name))]
 
 
 def check_run_directory(path: str, own: tuple[str, ...] = ()) -> None:
-    """Refuse an ``--output_dir`` that holds files of something other than a run (:func:`foreign_entries`),
-    naming the first :data:`FOREIGN_SHOWN` of them."""
+    """Refuse an ``--output_dir`` that holds a run of a format this version does not read, or entries
+    a run must not touch (:func:`foreign_entries`), naming the first :data:`FOREIGN_SHOWN` of them."""
+    target = os.path.realpath(path)
+    where = f"{path} (a link to {target})" if os.path.islink(os.path.normpath(path)) else path
+    fmt = run_format(path) if os.path.isdir(path) else None
+    if fmt not in (None, RUN_FORMAT, LEGACY_FORMAT):
+        newer = isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > RUN_FORMAT
+        raise CSEUsageError(
+            f"--output_dir {where} holds a run of {'a newer version of ' if newer else ''}this package in run format "
+            f"{fmt!r} ({os.path.join(path, RUN_ARGS_NAME)}), which this version does not read (it reads format "
+            f"{RUN_FORMAT} and the runs of versions before formats were recorded)",
+            hint="continue it with the version that wrote it, or choose another --output_dir",
+        )
     foreign = foreign_entries(path, own)
     if not foreign:
         return
     most = FOREIGN_SHOWN
     shown = ", ".join(foreign[:most]) + (f" and {len(foreign) - most} more" if len(foreign) > most else "")
-    target = os.path.realpath(path)
-    where = f"{path} (a link to {target})" if os.path.islink(os.path.normpath(path)) else path
+    if fmt is not None:
+        raise CSEUsageError(
+            f"--output_dir {where} holds a run of this package and entries it did not write, which its Trainer "
+            f"would write into or delete: {shown}",
+            hint="move those entries out of the run's directory, then rerun the same command",
+        )
     raise CSEUsageError(
         f"--output_dir {where} is not empty and holds no run of this package: {shown}",
         hint=f"a run writes its model, README.md and config.json there: choose a new or empty --output_dir "

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from torch import nn
 from transformers import PreTrainedModel, Trainer, TrainerCallback
 from transformers.trainer_callback import TrainerState
-from transformers.trainer_utils import IntervalStrategy
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
 from transformers.utils import SAFE_WEIGHTS_NAME
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
@@ -29,7 +29,8 @@ from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .parts import Part, Step, StepLoss, total
 from .reliability import PROGRESS, NonFiniteGuard, check_finite_weights
-from .resume import TRAINER_STATE_NAME, check_checkpoint_matches, resolve_checkpoint
+from .resume import TRAINER_STATE_NAME, check_checkpoint_matches, resolve_checkpoint, trainer_state
+from .run_dir import begin_checkpoint
 from .step_graph import StepGraphs, TensorLearningRate, WholeStep
 
 logger = logging.getLogger(__name__)
@@ -436,17 +437,9 @@ class CSETrainer(Trainer):
         taken as they are, and the model moved to the engine's device, so that it is exported and
         evaluated as the engine's model would be."""
         self.state = TrainerState.load_from_json(os.path.join(checkpoint, TRAINER_STATE_NAME))
-        best = self.state.best_model_checkpoint if self.args.load_best_model_at_end else None
-        source = best or checkpoint
-        path = os.path.join(source, SAFE_WEIGHTS_NAME)
-        stopped = f"training ended at {checkpoint}, but the run was stopped before its export"
-        hint = "train again into another --output_dir"
-        if self.is_fsdp_enabled:
-            raise CSEUsageError(f"{stopped}, which is not completed under FSDP", hint=hint)
-        if not os.path.isfile(path):
-            raise CSEUsageError(f"{stopped}, and {source} holds no {SAFE_WEIGHTS_NAME} to export", hint=hint)
-        check_checkpoint_matches(self.model, source)
-        weights = load_file(path)  # on the CPU (safetensors takes no "cpu:0", the device of DeepSpeed on a CPU)
+        source = self.check_restorable(checkpoint)
+        # on the CPU (safetensors takes no "cpu:0", the device of DeepSpeed on a CPU)
+        weights = load_file(os.path.join(source, SAFE_WEIGHTS_NAME))
         if self.is_deepspeed_enabled:  # the engine's dtypes and device (the model reaches them in train())
             self.model.load_state_dict(weights, assign=True)
             self.model.to(self.args.device)
@@ -455,6 +448,21 @@ class CSETrainer(Trainer):
         for part in self.parts:
             part.restore(self, checkpoint)
         logger.warning("training had ended at step %d: exporting the model of %s", self.state.global_step, source)
+
+    def check_restorable(self, checkpoint: str) -> str:
+        """Refuse what :meth:`restore_trained` cannot restore from ``checkpoint`` (saved at the last
+        step): a run under FSDP, weights missing or of another model layout. Returns the checkpoint
+        whose weights are exported: the best one (``--load_best_model_at_end``) or ``checkpoint``."""
+        best = trainer_state(checkpoint).get("best_model_checkpoint") if self.args.load_best_model_at_end else None
+        source = best or checkpoint
+        stopped = f"training ended at {checkpoint}, but the run was stopped before its export"
+        hint = "train again into another --output_dir"
+        if self.is_fsdp_enabled:
+            raise CSEUsageError(f"{stopped}, which is not completed under FSDP", hint=hint)
+        if not os.path.isfile(os.path.join(source, SAFE_WEIGHTS_NAME)):
+            raise CSEUsageError(f"{stopped}, and {source} holds no {SAFE_WEIGHTS_NAME} to export", hint=hint)
+        check_checkpoint_matches(self.model, source)
+        return source
 
     def save_encoder(self, output_dir: str | None = None) -> None:
         """Save the current (after ``load_best_model_at_end``: the best) model as a plain Hugging
@@ -481,6 +489,11 @@ class CSETrainer(Trainer):
         return super().train(resume_from_checkpoint=checkpoint, **kwargs)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        # A checkpoint's model is its first file: its folder appears marked as this run's
+        # (cse.run_dir.begin_checkpoint), so that a write cut short is still known for the run's own.
+        checkpoint = os.path.join(self.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        if _internal_call and output_dir == checkpoint and self.args.should_save:
+            begin_checkpoint(checkpoint)
         super().save_model(output_dir, _internal_call=_internal_call)
         # A checkpoint's model is saved first, before its optimizer and Trainer state: the parts' state
         # written here, not after the checkpoint (on_save), leaves no complete-looking checkpoint without it.

@@ -15,6 +15,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from cse.run_dir import begin_checkpoint
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared")
 DATA = os.path.join(SHARED, "data")
@@ -249,9 +251,10 @@ def train_outside(path, model, tmp_path, *flags):
 
 
 def fake_checkpoint(path, step, method_files=(), best=None, max_steps=None):
-    """A checkpoint with the files the Trainer writes, each in its real format (saved at the run's
-    last step when ``step == max_steps``)."""
-    path.mkdir(parents=True)
+    """A checkpoint of this package's with the files the Trainer writes, each in its real format
+    (saved at the run's last step when ``step == max_steps``), and the marker a run puts there first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    begin_checkpoint(str(path))
     save_file({"w": torch.ones(64, 64)}, str(path / "model.safetensors"))
     for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
         torch.save({"state": torch.arange(4096.0)}, path / name)

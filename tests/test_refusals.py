@@ -472,17 +472,18 @@ def test_senteval_data_given_as_a_file_is_refused(capsys, tiny_bert, tmp_path):
     assert_nothing_written(out)
 
 
-def test_a_damaged_run_args_json_is_refused_naming_it(capsys, tiny_bert, tmp_path):
+def test_a_damaged_run_args_json_is_no_run_s_and_is_left_untouched(capsys, tiny_bert, tmp_path):
+    """A run_args.json that is not JSON does not say which package wrote it: the directory is not
+    taken for a run (cse.run_dir.run_format), and nothing in it is touched."""
     out = tmp_path / "run"
     (out / "checkpoint-2").mkdir(parents=True)
     (out / "run_args.json").write_text('{"model": {"temp"')
     error, hint = refused(capsys, run_simcse.main, train_argv(tiny_bert, out))
-    assert error.startswith(f"error: the run's settings {out / 'run_args.json'} is not valid JSON: ")
-    assert hint == (
-        "  hint: the run that wrote it cannot be checked or resumed: restore the file, or start over in a new "
-        f"--output_dir (or delete {out})"
+    assert (
+        error == f"error: --output_dir {out} is not empty and holds no run of this package: checkpoint-2, run_args.json"
     )
-    assert sorted(os.listdir(out)) == ["checkpoint-2", "run_args.json"]
+    assert sorted(os.listdir(out)) == ["checkpoint-2", "run_args.json"] and os.listdir(out / "checkpoint-2") == []
+    assert (out / "run_args.json").read_text() == '{"model": {"temp"'
 
 
 def test_a_resume_from_checkpoint_that_is_not_a_folder_is_refused_before_work(capsys, tiny_bert, tmp_path):

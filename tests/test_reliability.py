@@ -32,7 +32,7 @@ from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
 from cse.parts import Part
 from cse.reliability import LOCK_NAME, PROGRESS, NonFiniteGuard, interruption_error, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
-from cse.run_dir import INCOMPLETE_NAME
+from cse.run_dir import CHECKPOINT_MARKER_NAME, INCOMPLETE_NAME, begin_checkpoint
 from cse.trainer import CSETrainer
 
 from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args, tiny_run, train_argv
@@ -169,7 +169,7 @@ def test_a_torn_checkpoint_is_skipped_for_the_newest_complete_one(tmp_path, name
 
 def test_torn_checkpoints_and_none_complete_are_set_aside_and_the_run_starts_over(tmp_path, caplog):
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True)
-    (tmp_path / "checkpoint-4").mkdir()  # killed before its first file
+    begin_checkpoint(str(tmp_path / "checkpoint-4"))  # killed before its first file: only the run's marker
     cut(os.path.join(fake_checkpoint(tmp_path / "checkpoint-2", 2), "model.safetensors"), 0.001)
     assert last_complete_checkpoint(str(tmp_path), args) is None
     assert sorted(os.listdir(tmp_path)) == ["checkpoint-2", "checkpoint-4"]  # only a run moves them
@@ -182,11 +182,14 @@ def test_torn_checkpoints_and_none_complete_are_set_aside_and_the_run_starts_ove
     assert warning.endswith(f"moved to {tmp_path / INCOMPLETE_NAME}): training starts over from step 0")
     aside = tmp_path / INCOMPLETE_NAME
     assert os.listdir(tmp_path) == [INCOMPLETE_NAME] and sorted(os.listdir(aside)) == ["checkpoint-2", "checkpoint-4"]
-    # torn again at the same step: the earlier torn copy is replaced; the Trainer never sees either
-    (tmp_path / "checkpoint-4").mkdir()
+    # torn again at the same step: set aside beside the earlier torn copy, which is kept; the Trainer
+    # never sees either
+    begin_checkpoint(str(tmp_path / "checkpoint-4"))
     (tmp_path / "checkpoint-4" / "model.safetensors").write_bytes(b"cut")
     assert last_complete_checkpoint(str(tmp_path), args, move_torn=True) is None
-    assert os.listdir(aside / "checkpoint-4") == ["model.safetensors"]
+    assert sorted(os.listdir(aside)) == ["checkpoint-2", "checkpoint-4", "checkpoint-4.2"]
+    assert os.listdir(aside / "checkpoint-4") == [CHECKPOINT_MARKER_NAME]
+    assert sorted(os.listdir(aside / "checkpoint-4.2")) == [CHECKPOINT_MARKER_NAME, "model.safetensors"]
     assert last_complete_checkpoint(str(aside / "checkpoint-4"), args) is None  # no checkpoint at all
 
 
@@ -573,7 +576,7 @@ def test_a_run_stopped_after_training_under_fsdp_is_refused_in_one_line(tiny_ber
         "under FSDP",
         "  hint: train again into another --output_dir",
     ]
-    assert sorted(os.listdir(out)) == ["checkpoint-2", "run_args.json"]
+    assert sorted(os.listdir(out)) == ["checkpoint-2"]  # refused before the run wrote anything
 
 
 def test_a_full_disk_leaves_the_previous_file_whole_and_no_partial_one(tmp_path):
