@@ -94,18 +94,43 @@ def legacy_run_args(settings) -> bool:
     )
 
 
-def run_format(directory: str):
-    """The run format of the run in ``directory`` as its ``run_args.json`` records it
-    (:data:`RUN_FORMAT`, :data:`LEGACY_FORMAT` for a run of an earlier version, or another value a
-    version of this package wrote), or None when the directory holds no run of this package: no such
-    file, a link, a file that is not JSON, or of another tool."""
+def _settings(directory: str):
+    """The parsed ``run_args.json`` of ``directory`` when it is a regular file holding a JSON object."""
     settings = _read_json(os.path.join(directory, RUN_ARGS_NAME))
-    if not isinstance(settings, dict):
+    return settings if isinstance(settings, dict) else None
+
+
+def _our_mark(settings: dict):
+    """The mark this package puts in ``run_args.json`` (:data:`WRITTEN_BY_KEY`), or None for another's or none."""
+    mark = settings.get(WRITTEN_BY_KEY)
+    return mark if isinstance(mark, dict) and mark.get("package") == PACKAGE else None
+
+
+def run_format(directory: str) -> int | None:
+    """The run format of the run of this package in ``directory``, as its ``run_args.json`` records it:
+    :data:`RUN_FORMAT` when the file is marked so, :data:`LEGACY_FORMAT` for an unmarked one in the
+    layout of the versions before (:func:`legacy_run_args`); None otherwise (no such file, a link, a
+    file that is not JSON, another tool's or package's, or of a format this version does not read:
+    :func:`unread_format`)."""
+    settings = _settings(directory)
+    if settings is None:
         return None
-    written_by = settings.get(WRITTEN_BY_KEY)
-    if isinstance(written_by, dict) and written_by.get("package") == PACKAGE:
-        return written_by.get("format")
-    return LEGACY_FORMAT if WRITTEN_BY_KEY not in settings and legacy_run_args(settings) else None
+    if WRITTEN_BY_KEY in settings:
+        mark = _our_mark(settings)
+        fmt = None if mark is None else mark.get("format")
+        return RUN_FORMAT if type(fmt) is int and fmt == RUN_FORMAT else None
+    return LEGACY_FORMAT if legacy_run_args(settings) else None
+
+
+def unread_format(directory: str) -> tuple[bool, object]:
+    """``(True, format)`` when ``directory`` holds a run marked by this package in a run format other
+    than :data:`RUN_FORMAT` (a newer version's, or none this package writes: 0, "1", 1.5, true, ...);
+    ``(False, None)`` otherwise."""
+    settings = _settings(directory)
+    mark = None if settings is None else _our_mark(settings)
+    if mark is None or run_format(directory) == RUN_FORMAT:
+        return False, None
+    return True, mark.get("format")
 
 
 def checkpoint_marked(path: str) -> bool:
@@ -180,9 +205,9 @@ def check_run_directory(path: str, own: tuple[str, ...] = ()) -> None:
     a run must not touch (:func:`foreign_entries`), naming the first :data:`FOREIGN_SHOWN` of them."""
     target = os.path.realpath(path)
     where = f"{path} (a link to {target})" if os.path.islink(os.path.normpath(path)) else path
-    fmt = run_format(path) if os.path.isdir(path) else None
-    if fmt not in (None, RUN_FORMAT, LEGACY_FORMAT):
-        newer = isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > RUN_FORMAT
+    unread, fmt = unread_format(path) if os.path.isdir(path) else (False, None)
+    if unread:
+        newer = type(fmt) is int and fmt > RUN_FORMAT
         raise CSEUsageError(
             f"--output_dir {where} holds a run of {'a newer version of ' if newer else ''}this package in run format "
             f"{fmt!r} ({os.path.join(path, RUN_ARGS_NAME)}), which this version does not read (it reads format "
@@ -194,7 +219,7 @@ def check_run_directory(path: str, own: tuple[str, ...] = ()) -> None:
         return
     most = FOREIGN_SHOWN
     shown = ", ".join(foreign[:most]) + (f" and {len(foreign) - most} more" if len(foreign) > most else "")
-    if fmt is not None:
+    if run_format(path) is not None:
         raise CSEUsageError(
             f"--output_dir {where} holds a run of this package and entries it did not write, which its Trainer "
             f"would write into or delete: {shown}",
