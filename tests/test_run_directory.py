@@ -32,7 +32,7 @@ from cse.run_dir import (
     run_format,
 )
 
-from .conftest import DATA, REPO, WIKI_HEAD, common_args, fake_checkpoint, refusal, train_argv
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, common_args, fake_checkpoint, refusal
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "run_78ca14f.json")
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
@@ -68,18 +68,22 @@ def tree(path):
 
 
 def refused_untouched(capsys, tiny_bert, out):
-    """The run's refusal (two lines) of ``out``, which it left exactly as it was."""
+    """The refusal (two lines) of the command the previous version's run was recorded with
+    (:func:`legacy_settings`), into ``out``, which it left exactly as it was."""
     before = tree(out)
-    lines = refusal(capsys, run_simcse.main, train_argv(tiny_bert, out))
+    lines = refusal(capsys, run_simcse.main, [*common_args(tiny_bert, out), "--senteval_data_dir", SENTEVAL])
     assert len(lines) == 2, lines
     assert tree(out) == before
     return lines
 
 
-def our_run(out, settings=None):
-    """A run directory of this package: its run_args.json as a run writes it."""
+def our_run(out, tiny_bert, legacy=False):
+    """A run directory of this package, of :func:`refused_untouched`'s command: its run_args.json as
+    a run writes it (``legacy``: as the previous version wrote it), with the same settings (a run that
+    command would resume)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / RUN_ARGS_NAME).write_text(json.dumps({WRITTEN_BY_KEY: WRITTEN_BY, **(settings or legacy_settings())}))
+    settings = legacy_settings(tiny_bert, WIKI_HEAD)
+    (out / RUN_ARGS_NAME).write_text(json.dumps(settings if legacy else {WRITTEN_BY_KEY: WRITTEN_BY, **settings}))
 
 
 # --- what makes a directory a run of this package ------------------------------------------------------
@@ -122,7 +126,7 @@ def test_a_user_s_cse_config_json_or_a_link_to_a_run_s_run_args_json_does_not_ma
     error, _ = refused_untouched(capsys, tiny_bert, out)
     assert error.endswith("holds no run of this package: config.json, cse_config.json")
     run = tmp_path / "run"
-    our_run(run)
+    our_run(run, tiny_bert)
     (out / RUN_ARGS_NAME).symlink_to(run / RUN_ARGS_NAME)
     assert run_format(str(run)) == RUN_FORMAT and run_format(str(out)) is None
     error, _ = refused_untouched(capsys, tiny_bert, out)
@@ -133,10 +137,9 @@ def test_a_user_s_cse_config_json_or_a_link_to_a_run_s_run_args_json_does_not_ma
 def test_a_run_of_a_format_this_version_does_not_read_is_refused_untouched(fmt, capsys, tiny_bert, tmp_path):
     """Of this package, by its mark, in an older or newer format (or none this package writes)."""
     out = tmp_path / "run"
-    our_run(out)
+    our_run(out, tiny_bert)
     settings = json.loads((out / RUN_ARGS_NAME).read_text())
     (out / RUN_ARGS_NAME).write_text(json.dumps({**settings, WRITTEN_BY_KEY: {"package": "cse", "format": fmt}}))
-    fake_checkpoint(out / "checkpoint-2", 2)
     error, hint = refused_untouched(capsys, tiny_bert, out)
     newer = "a newer version of " if fmt == RUN_FORMAT + 1 else ""
     assert error.startswith(f"error: --output_dir {out} holds a run of {newer}this package in run format {fmt!r} ")
@@ -147,11 +150,11 @@ def test_a_run_of_a_format_this_version_does_not_read_is_refused_untouched(fmt, 
     assert hint == "  hint: continue it with the version that wrote it, or choose another --output_dir"
 
 
-def test_a_run_s_settings_and_the_previous_version_s_are_recognised_by_their_content(tmp_path):
+def test_a_run_s_settings_and_the_previous_version_s_are_recognised_by_their_content(tiny_bert, tmp_path):
     """The mark a run writes now; the layout the previous version wrote (recorded at 78ca14f), which
     also holds with its optional groups (run, method, corpus) left out, as versions before wrote it."""
     run = tmp_path / "run"
-    our_run(run)
+    our_run(run, tiny_bert)
     assert run_format(str(run)) == RUN_FORMAT
     (run / RUN_ARGS_NAME).write_text(json.dumps(legacy_settings()))
     assert run_format(str(run)) == LEGACY_FORMAT
@@ -238,8 +241,7 @@ def test_a_checkpoint_entry_no_run_began_is_refused_untouched(kind, where, capsy
     out = tmp_path / "out"
     out.mkdir()
     if where != "new":
-        our_run(out) if where == "run" else (out / RUN_ARGS_NAME).write_text(json.dumps(legacy_settings()))
-        fake_checkpoint(out / "checkpoint-2", 2)
+        our_run(out, tiny_bert, legacy=where != "run")
     name = user_checkpoint(out, kind, tmp_path / "elsewhere")
     assert not is_run_checkpoint(str(out / name))
     error, hint = refused_untouched(capsys, tiny_bert, out)
@@ -260,7 +262,7 @@ def test_a_user_s_incomplete_checkpoints_is_no_run_s_and_a_run_s_must_be_a_folde
     error, _ = refused_untouched(capsys, tiny_bert, out)
     assert error.endswith(f"holds no run of this package: {INCOMPLETE_NAME}")
     run = tmp_path / "run"
-    our_run(run)
+    our_run(run, tiny_bert)
     (run / INCOMPLETE_NAME).write_text("mine\n")
     error, _ = refused_untouched(capsys, tiny_bert, run)
     assert error.endswith(f"which its Trainer would write into or delete: {INCOMPLETE_NAME}")
