@@ -15,6 +15,7 @@ import argparse
 import logging
 import os
 
+from .errors import CSEUsageError
 from .evaluation.sts import read_stsb
 from .paths import senteval_dir
 
@@ -34,13 +35,26 @@ def stsb_sentences(senteval_data_dir: str | None = None) -> list[str]:
     return sentences
 
 
-def write_stsb_corpus(path: str, senteval_data_dir: str | None = None) -> str:
-    """Write the corpus, one sentence a line (atomically: other processes may be reading ``path``)."""
+def write_stsb_corpus(path: str, senteval_data_dir: str | None = None, replace: bool = True) -> str:
+    """Write the corpus, one sentence a line (atomically: other processes may be reading ``path``).
+    Without ``replace`` (a run writing it into its output directory), a file already at ``path`` is
+    left as it is when it holds this corpus (a run stopped after writing it), and refused otherwise:
+    it is someone else's file of that name."""
     sentences = stsb_sentences(senteval_data_dir)
+    text = "".join(sentence + "\n" for sentence in sentences)
+    if not replace and os.path.lexists(path):
+        if os.path.isfile(path) and not os.path.islink(path):
+            with open(path, encoding="utf-8", errors="replace", newline="") as f:
+                if f.read() == text:
+                    return path
+        raise CSEUsageError(
+            f"{path} is not the STS-B sentence corpus a run writes there, and a run would replace it",
+            hint=f"move it away, or pass --train_file {path} to train on it",
+        )
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(sentence + "\n" for sentence in sentences)
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
     os.replace(tmp, path)
     distinct = len(set(sentences))
     logger.info("STS-B sentence corpus: %d sentences (%d distinct) written to %s", len(sentences), distinct, path)

@@ -31,8 +31,9 @@ from cse.run_dir import (
     is_run_checkpoint,
     run_format,
 )
+from cse.stsb_corpus import write_stsb_corpus
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, common_args, fake_checkpoint, refusal
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, common_args, fake_checkpoint, refusal, tiny_run
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "run_78ca14f.json")
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
@@ -181,6 +182,35 @@ def test_what_a_run_writes_before_its_settings_is_all_a_new_run_s_directory_may_
             check_run_directory(str(out))
         assert str(refused.value).splitlines()[0].endswith(f"holds no run of this package: {name}")
         os.remove(out / name)
+
+
+def test_sg_bert_s_corpus_is_written_only_where_no_file_of_its_name_is_or_that_corpus_is(
+    capsys, tiny_bert, tmp_path, monkeypatch
+):
+    """SG-BERT writes its STS-B corpus into the output directory before the run's checks (they read
+    it): a file of that name that holds anything else is the user's, refused untouched; the corpus a
+    stopped run wrote is kept as it is, not written again."""
+    import run_sgbert
+
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / STSB_CORPUS_NAME).write_text("my corpus\n")
+    argv = [*common_args(tiny_bert, out), "--senteval_data_dir", SENTEVAL, *tiny_run("sgbert")[2]]
+    del argv[argv.index("--train_file") : argv.index("--train_file") + 2]  # SG-BERT's own corpus
+    before = tree(out)
+    error, hint = refusal(capsys, run_sgbert.main, argv)
+    assert error == (
+        f"error: {out / STSB_CORPUS_NAME} is not the STS-B sentence corpus a run writes there, and a run would "
+        "replace it"
+    )
+    assert hint == f"  hint: move it away, or pass --train_file {out / STSB_CORPUS_NAME} to train on it"
+    assert tree(out) == before
+    corpus = tmp_path / "run" / STSB_CORPUS_NAME
+    write_stsb_corpus(str(corpus), SENTEVAL)
+    written = os.stat(corpus)
+    write_stsb_corpus(str(corpus), SENTEVAL, replace=False)
+    assert os.stat(corpus).st_ino == written.st_ino and os.stat(corpus).st_mtime_ns == written.st_mtime_ns
+    assert len(corpus.read_text().splitlines()) == 17256  # the 8,628 STS-B pairs' sentences
 
 
 # --- what makes a checkpoint folder a run's -----------------------------------------------------------

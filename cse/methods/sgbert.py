@@ -313,7 +313,8 @@ class SGBERT(Part):
     def prepare_run(self, data_args, training_args) -> list:
         """Early stopping on STS-B dev (Table 8: patience 10), and the paper's corpus unless another is
         named: every STS-B train, dev and test sentence, unlabelled, written to
-        ``OUTPUT_DIR/stsb_sentences.txt`` (:mod:`cse.stsb_corpus`)."""
+        ``OUTPUT_DIR/stsb_sentences.txt`` (:mod:`cse.stsb_corpus`), where a file of other content is
+        refused rather than replaced."""
         patience = self.args.early_stopping_patience
         if patience and training_args.eval_strategy == "no":
             raise CSEUsageError("--early_stopping_patience needs evaluations: set --eval_strategy steps, or pass 0")
@@ -323,7 +324,7 @@ class SGBERT(Part):
             data_args.train_file = os.path.join(training_args.output_dir, STSB_CORPUS_NAME)
             with training_args.main_process_first(desc="STS-B sentence corpus"):
                 if training_args.local_process_index == 0:
-                    write_stsb_corpus(data_args.train_file, data_args.senteval_data_dir)
+                    write_stsb_corpus(data_args.train_file, data_args.senteval_data_dir, replace=False)
         return [EarlyStoppingCallback(early_stopping_patience=patience)] if patience else []
 
     def encoder(self, model_args) -> SelfGuidedEncoder:
