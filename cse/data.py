@@ -21,7 +21,8 @@ from scipy.special import gammaln, logsumexp
 
 from .errors import CSEUsageError
 from .export import position_limit
-from .paths import MissingDataError, default_train_file, require_path
+from .file_checks import require_regular_file
+from .paths import CORPUS_FILE_HINT, MissingDataError, default_train_file, require_path
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ def load_corpus(
         path = train_file or default_train_file()
         source = path
         require_path(path, "training corpus")
+        require_regular_file(path, "training corpus", hint=CORPUS_FILE_HINT)
         extension = os.path.splitext(path)[1].lower()
         if extension not in LOCAL_FORMATS:
             raise CSEUsageError(
@@ -275,7 +277,8 @@ def corpus_statistics(corpus: datasets.Dataset, batch_size: int = 1 << 16) -> Co
 
 
 def check_corpus(statistics: CorpusStatistics, global_batch: int, source: str) -> None:
-    """Log the distinct sentences and the duplicate share of a training corpus; refuse one with fewer
+    """Log the distinct sentences and the duplicate share of a training corpus; refuse one smaller than
+    a global batch (the batches would be smaller than the size asked for and recorded), one with fewer
     than 2 distinct sentences (every batch would hold only positives: a constant loss, ln B) or whose
     batches cannot hold distinct sentences for most of their rows (:data:`MIN_DISTINCT_SHARE`,
     :meth:`CorpusStatistics.expected_distinct`); warn when more than ``MAX_REPEAT_BATCH_SHARE`` of the
@@ -288,7 +291,14 @@ def check_corpus(statistics: CorpusStatistics, global_batch: int, source: str) -
             "in a batch are the negatives)",
             hint="pass a corpus of different sentences (one a line)",
         )
-    batch = min(global_batch, statistics.sentences)
+    if global_batch > statistics.sentences:
+        raise CSEUsageError(
+            f"the global batch of {global_batch:,} sentences exceeds the {statistics.sentences:,} of training corpus "
+            f"{source}: every step would train a batch of {statistics.sentences:,}, not the size asked for",
+            hint="pass a global batch (--per_device_train_batch_size x processes) of at most "
+            f"{statistics.sentences:,}, or a larger corpus (without --max_train_samples)",
+        )
+    batch = global_batch
     distinct = statistics.expected_distinct(batch)
     if distinct < MIN_DISTINCT_SHARE * batch:
         largest = statistics.largest_batch()
