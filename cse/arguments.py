@@ -659,15 +659,25 @@ def check_training_length(values: dict) -> None:
         )
 
 
+def steps_per_epoch(training_args, sentences: int) -> int:
+    """The optimizer steps of an epoch over ``sentences``, as the Trainer counts them."""
+    global_batch = training_args.per_device_train_batch_size * training_args.world_size
+    return max(1, math.ceil(sentences / global_batch) // training_args.gradient_accumulation_steps)
+
+
+def run_steps(training_args, sentences: int) -> int:
+    """The optimizer steps a run over ``sentences`` takes: ``--max_steps``, else its epochs'."""
+    if training_args.max_steps > 0:
+        return training_args.max_steps
+    return math.ceil(training_args.num_train_epochs * steps_per_epoch(training_args, sentences))
+
+
 def check_run_steps(training_args, sentences: int) -> None:
     """Refuse a run of ``--num_train_epochs`` over ``sentences`` that takes more than
     :data:`MAX_STEPS` optimizer steps (``--max_steps`` is checked against it at parse)."""
-    if training_args.max_steps > 0:
-        return
-    global_batch = training_args.per_device_train_batch_size * training_args.world_size
-    per_epoch = max(1, math.ceil(sentences / global_batch) // training_args.gradient_accumulation_steps)
-    steps = math.ceil(training_args.num_train_epochs * per_epoch)
+    steps = run_steps(training_args, sentences)
     if steps > MAX_STEPS:
+        per_epoch = steps_per_epoch(training_args, sentences)
         raise CSEUsageError(
             f"--num_train_epochs {training_args.num_train_epochs:g} over {sentences:,} sentences takes {steps:,} "
             f"steps, beyond the {MAX_STEPS:,} a run may take",
