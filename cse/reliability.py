@@ -342,7 +342,9 @@ def check_free_space(model, args, steps: int) -> None:
     resumed run's, which the new ones replace): it would stop with a full disk, at the latest after
     training, in its export."""
     need, words = disk_need(model, args, steps)
-    existing = sum(_tree_size(path) for path in checkpoints_newest_first(args.output_dir))
+    output_dir = args.output_dir
+    # another node's output directory need not exist: only the main process creates it
+    existing = sum(map(_tree_size, checkpoints_newest_first(output_dir))) if os.path.isdir(output_dir) else 0
     missing = need - existing
     free = shutil.disk_usage(nearest_existing(args.output_dir)).free
     if free < missing:
