@@ -369,11 +369,13 @@ def clip_line(line: str, limit: int) -> str:
 
 def tokenize_lines(tokenizer, lines: list[str], max_seq_length: int) -> dict:
     """The tokens of ``lines``, each truncated to ``max_seq_length``, the same as tokenising each line
-    whole: under a tokenizer that splits at spaces (:func:`splits_at_spaces`), a line is cut first at a
-    space (:func:`clip_line`, :data:`CLIP_CHARS_PER_TOKEN` characters per token); the words before the
-    cut are tokenised as in the whole line, so a cut line that still fills ``max_seq_length`` tokens has
-    the whole line's first tokens. One that does not (long words, few spaces) is tokenised whole."""
-    if not splits_at_spaces(tokenizer):
+    whole: under a tokenizer that splits at spaces (:func:`splits_at_spaces`) and truncates a line's
+    end, a line is cut first at a space (:func:`clip_line`, :data:`CLIP_CHARS_PER_TOKEN` characters per
+    token); the words before the cut are tokenised as in the whole line, so a cut line that still fills
+    ``max_seq_length`` tokens has the whole line's first tokens. One that does not (long words, few
+    spaces) is tokenised whole."""
+    if not splits_at_spaces(tokenizer) or getattr(tokenizer, "truncation_side", "right") != "right":
+        # (a tokenizer that truncates on the left keeps a line's end: no cut at its start keeps that)
         return dict(tokenizer(lines, truncation=True, max_length=max_seq_length))
     clipped = [clip_line(line, CLIP_CHARS_PER_TOKEN * max_seq_length) for line in lines]
     encoded = dict(tokenizer(clipped, truncation=True, max_length=max_seq_length))

@@ -286,7 +286,8 @@ def adversarial_lines(rng, words):
 @pytest.mark.parametrize("family", ["bert-base-uncased", "roberta-base"])
 def test_cut_lines_tokenise_to_the_whole_lines_first_tokens(family):
     """The cut (at a space, where the text before it tokenises alike whatever follows) changes no token:
-    every line, at lengths from 2 to 32 tokens (cuts at 128 to 2,048 characters), tokenises as the whole line truncated does."""
+    every line, at lengths from 2 to 32 tokens (cuts at 128 to 2,048 characters), tokenises as the whole
+    line truncated does."""
     tokenizer = AutoTokenizer.from_pretrained(os.path.join(TOKENIZERS, family))
     with open(WIKI_HEAD, encoding="utf-8") as f:
         words = f.read(200_000).split()
