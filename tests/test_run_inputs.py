@@ -22,6 +22,7 @@ from cse.data import CLIP_CHARS_PER_TOKEN, CorpusStatistics, check_corpus, load_
 from cse.errors import CSEUsageError, run_cli
 
 from .conftest import TOKENIZERS, WIKI_HEAD, refusal, train_argv
+from .test_os_errors import tmpfs
 
 TYPES = (ModelArguments, DataArguments, CSETrainingArguments)
 
@@ -170,18 +171,6 @@ def test_the_default_corpus_that_is_a_fifo_is_refused(tmp_path, monkeypatch):
 # --- free space --------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def tmpfs(path, size):
-    path.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
-    if proc.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here: {proc.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
-
-
 SAVING = (
     "--max_train_samples 64 --per_device_train_batch_size 8 --max_steps 4 --save_strategy steps --save_steps 2 "
     "--save_total_limit 2 --eval_strategy no --load_best_model_at_end false --final_eval none --disable_tqdm true"
@@ -209,7 +198,7 @@ def test_a_file_system_without_room_for_the_run_s_checkpoints_and_export_is_refu
     """Two checkpoints of 12.3 MiB at once (the Trainer writes the second before it deletes any) and the
     4.6 MiB export do not fit in 10 MiB: the run stopped at its second checkpoint; now it is refused
     before training, nothing written, with the space to free."""
-    with tmpfs(tmp_path / "disk", "10m") as disk:
+    with tmpfs(tmp_path / "disk", "size=10m") as disk:
         out = disk / "run"
         need, free = asked_space(capsys, train_argv(tiny_bert, out, *SAVING), out)
         assert need == 29.0 and free == pytest.approx(need - 10.0, abs=0.1)
@@ -220,7 +209,7 @@ def test_a_file_system_without_room_for_the_run_s_checkpoints_and_export_is_refu
 def test_the_space_the_refusal_asks_for_is_what_the_run_takes(capsys, tiny_bert, tmp_path):
     """Given the space asked for (and 1 MiB for the files the bound leaves out), the same command
     trains and exports; the bound is below what the run took at its fullest."""
-    with tmpfs(tmp_path / "disk", "10m") as disk:
+    with tmpfs(tmp_path / "disk", "size=10m") as disk:
         out = disk / "run"
         argv = train_argv(tiny_bert, out, *SAVING)
         need, _ = asked_space(capsys, argv, out)
