@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 import types
@@ -23,7 +24,8 @@ from transformers import HfArgumentParser, TrainingArguments
 from transformers.trainer_utils import HubStrategy
 
 from .errors import CSEUsageError, nearest_existing
-from .paths import MissingDataError
+from .file_checks import require_regular_file
+from .paths import CORPUS_FILE_HINT, MissingDataError
 from .pooling import POOLERS, check_pooler
 from .ranges import (
     RANGE,
@@ -356,7 +358,8 @@ def check_cuda_graphs(args, device: str, world_size: int) -> None:
 
 
 def check_train_file(path: str) -> None:
-    """Refuse a ``--train_file`` that is a directory or cannot be read, before any work."""
+    """Refuse a ``--train_file`` that is not a regular file (a directory, a FIFO, a device, a socket)
+    or cannot be read, before any work."""
     if os.path.isdir(path):
         corpora = sorted(name for name in os.listdir(path) if name.endswith((".txt", ".csv")))
         raise CSEUsageError(
@@ -365,6 +368,7 @@ def check_train_file(path: str) -> None:
             if corpora
             else "pass a .txt (one sentence a line) or .csv file",
         )
+    require_regular_file(path, "--train_file", hint=CORPUS_FILE_HINT)
     if os.path.exists(path) and not os.access(path, os.R_OK):
         raise CSEUsageError(f"--train_file {path} cannot be read (permission denied)", hint="check its permissions")
 
@@ -442,10 +446,44 @@ def check_launch(training_args) -> None:
         )
 
 
+class DuplicateKeyError(ValueError):
+    """A mapping of a config file gives ``key`` twice (``where``: the lines, where known)."""
+
+    def __init__(self, key, where: str = ""):
+        super().__init__(f"duplicate key {key!r}{where}")
+        self.key, self.where = key, where
+
+
+def _unique_json_object(pairs: list) -> dict:
+    """A JSON object's pairs as a dict, refusing a key given twice (``json`` keeps the last silently)."""
+    seen = {}
+    for key, value in pairs:
+        if key in seen:
+            raise DuplicateKeyError(key)
+        seen[key] = value
+    return seen
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, refusing a mapping that gives a key twice (PyYAML keeps the last
+    silently, though YAML requires keys to be unique), in every mapping of the file."""
+
+    def construct_mapping(self, node, deep=False):
+        lines = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, (str, int, float, bool)) and key in lines:
+                raise DuplicateKeyError(key, f" (lines {lines[key]} and {line})")
+            lines.setdefault(key, line)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_config_file(path: str) -> dict:
     """The mapping of argument names to values that the ``.json``/``.yaml`` file ``path`` holds; a
-    file that is missing, empty, not UTF-8, not valid JSON or YAML, or not a mapping is refused in one
-    line."""
+    file that is missing, empty, not UTF-8, not valid JSON or YAML, not a mapping, or that gives a key
+    twice in any of its mappings (which the parsers would settle silently, the last one winning), is
+    refused in one line."""
     if os.path.isdir(path):
         raise CSEUsageError(f"config file {path} is a directory", hint="pass the .json or .yaml file itself")
     if not os.path.isfile(path):
@@ -454,7 +492,16 @@ def read_config_file(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        config = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
+        config = (
+            json.loads(text, object_pairs_hook=_unique_json_object)
+            if kind == "JSON"
+            else yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+        )
+    except DuplicateKeyError as err:
+        raise CSEUsageError(
+            f"config file {path} gives {err.key} twice{err.where}: which value is meant is unclear",
+            hint=f"give {err.key} once in {path}",
+        ) from None
     except UnicodeDecodeError as err:
         raise CSEUsageError(
             f"config file {path} is not UTF-8 text (byte {err.start}: {err.object[err.start : err.start + 1]!r})",
@@ -483,6 +530,11 @@ CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 # The Trainer's seeds, which numpy takes.
 _NUMPY_SEED = replace(seed, hint="a whole number in [0, 2^32 - 1] (numpy's seeds)")
 
+# The most optimizer steps a run may take (2^31 - 1). Beyond any possible run: at 1,000 steps a second,
+# faster than any backbone here steps, they take 24.8 days without a pause (SimCSE's run takes 15,625),
+# and a larger count is a typo (1e12 steps would take 32 years; 1e20 exceeds the int64 step counters).
+MAX_STEPS = 2**31 - 1
+
 # The numeric fields of TrainingArguments (whichever subclass redeclares them) that a run reads, with
 # the values that make sense (cse.ranges).
 TRAINER_RANGES = {
@@ -494,7 +546,11 @@ TRAINER_RANGES = {
     "logging_steps": Range(0, low_open=True, hint="log every N > 0 steps (a fraction < 1: of the run's steps)"),
     "save_total_limit": at_least(1, hint="keep 1 or more checkpoints (null in a config file keeps all)"),
     "max_steps": Range(
-        1, integer=True, also=(-1,), hint="-1 (the default) trains --num_train_epochs epochs; N > 0 trains N steps"
+        1,
+        MAX_STEPS,
+        integer=True,
+        also=(-1,),
+        hint=f"-1 (the default) trains --num_train_epochs epochs; N in [1, {MAX_STEPS}] trains N steps",
     ),
     "gradient_accumulation_steps": at_least(1, hint="1 (the default) steps the optimizer after every batch"),
     "warmup_steps": Range(0, hint="0 for no warm-up, N steps, or a fraction < 1 of the run's steps"),
@@ -600,6 +656,32 @@ def check_training_length(values: dict) -> None:
         raise CSEUsageError(
             "--num_train_epochs 0 without --max_steps trains nothing: the run would export the untrained model",
             hint="pass --num_train_epochs 1 (or more), or --max_steps N",
+        )
+
+
+def steps_per_epoch(training_args, sentences: int) -> int:
+    """The optimizer steps of an epoch over ``sentences``, as the Trainer counts them."""
+    global_batch = training_args.per_device_train_batch_size * training_args.world_size
+    return max(1, math.ceil(sentences / global_batch) // training_args.gradient_accumulation_steps)
+
+
+def run_steps(training_args, sentences: int) -> int:
+    """The optimizer steps a run over ``sentences`` takes: ``--max_steps``, else its epochs'."""
+    if training_args.max_steps > 0:
+        return training_args.max_steps
+    return math.ceil(training_args.num_train_epochs * steps_per_epoch(training_args, sentences))
+
+
+def check_run_steps(training_args, sentences: int) -> None:
+    """Refuse a run of ``--num_train_epochs`` over ``sentences`` that takes more than
+    :data:`MAX_STEPS` optimizer steps (``--max_steps`` is checked against it at parse)."""
+    steps = run_steps(training_args, sentences)
+    if steps > MAX_STEPS:
+        per_epoch = steps_per_epoch(training_args, sentences)
+        raise CSEUsageError(
+            f"--num_train_epochs {training_args.num_train_epochs:g} over {sentences:,} sentences takes {steps:,} "
+            f"steps, beyond the {MAX_STEPS:,} a run may take",
+            hint=f"pass at most {MAX_STEPS // per_epoch:,} epochs, or --max_steps N",
         )
 
 

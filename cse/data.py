@@ -21,7 +21,8 @@ from scipy.special import gammaln, logsumexp
 
 from .errors import CSEUsageError
 from .export import position_limit
-from .paths import MissingDataError, default_train_file, require_path
+from .file_checks import require_regular_file
+from .paths import CORPUS_FILE_HINT, MissingDataError, default_train_file, require_path
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ def load_corpus(
         path = train_file or default_train_file()
         source = path
         require_path(path, "training corpus")
+        require_regular_file(path, "training corpus", hint=CORPUS_FILE_HINT)
         extension = os.path.splitext(path)[1].lower()
         if extension not in LOCAL_FORMATS:
             raise CSEUsageError(
@@ -275,7 +277,8 @@ def corpus_statistics(corpus: datasets.Dataset, batch_size: int = 1 << 16) -> Co
 
 
 def check_corpus(statistics: CorpusStatistics, global_batch: int, source: str) -> None:
-    """Log the distinct sentences and the duplicate share of a training corpus; refuse one with fewer
+    """Log the distinct sentences and the duplicate share of a training corpus; refuse one smaller than
+    a global batch (the batches would be smaller than the size asked for and recorded), one with fewer
     than 2 distinct sentences (every batch would hold only positives: a constant loss, ln B) or whose
     batches cannot hold distinct sentences for most of their rows (:data:`MIN_DISTINCT_SHARE`,
     :meth:`CorpusStatistics.expected_distinct`); warn when more than ``MAX_REPEAT_BATCH_SHARE`` of the
@@ -288,7 +291,14 @@ def check_corpus(statistics: CorpusStatistics, global_batch: int, source: str) -
             "in a batch are the negatives)",
             hint="pass a corpus of different sentences (one a line)",
         )
-    batch = min(global_batch, statistics.sentences)
+    if global_batch > statistics.sentences:
+        raise CSEUsageError(
+            f"the global batch of {global_batch:,} sentences exceeds the {statistics.sentences:,} of training corpus "
+            f"{source}: every step would train a batch of {statistics.sentences:,}, not the size asked for",
+            hint="pass a global batch (--per_device_train_batch_size x processes) of at most "
+            f"{statistics.sentences:,}, or a larger corpus (without --max_train_samples)",
+        )
+    batch = global_batch
     distinct = statistics.expected_distinct(batch)
     if distinct < MIN_DISTINCT_SHARE * batch:
         largest = statistics.largest_batch()
@@ -333,6 +343,50 @@ def check_sequence_length(max_seq_length: int, model) -> None:
         )
 
 
+# A line longer than this many characters per token of --max_seq_length is cut before it is tokenised
+# (clip_line): a token of English text spans about 4 characters, so the cut keeps 16 times what the
+# tokens kept take, and a line of a MiB is no longer tokenised whole (3 s) to keep its first 32 tokens.
+CLIP_CHARS_PER_TOKEN = 64
+
+
+def splits_at_spaces(tokenizer) -> bool:
+    """Whether ``tokenizer`` is a fast tokenizer whose pre-tokenizer ends a piece at a space (BERT's
+    WordPiece, byte-level BPE, SentencePiece's Metaspace): then the text before a space is tokenised
+    alike whatever follows the space."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    pre_tokenizer = None if backend is None else backend.pre_tokenizer
+    return pre_tokenizer is not None and pre_tokenizer.pre_tokenize_str("x y")[0][1] == (0, 1)
+
+
+def clip_line(line: str, limit: int) -> str:
+    """``line`` cut before its last space within its first ``limit`` characters (whole words only);
+    a line no longer than ``limit``, or with no space there, whole."""
+    if len(line) <= limit:
+        return line
+    cut = line.rfind(" ", 0, limit + 1)
+    return line[:cut] if cut > 0 else line
+
+
+def tokenize_lines(tokenizer, lines: list[str], max_seq_length: int) -> dict:
+    """The tokens of ``lines``, each truncated to ``max_seq_length``, the same as tokenising each line
+    whole: under a tokenizer that splits at spaces (:func:`splits_at_spaces`) and truncates a line's
+    end, a line is cut first at a space (:func:`clip_line`, :data:`CLIP_CHARS_PER_TOKEN` characters per
+    token); the words before the cut are tokenised as in the whole line, so a cut line that still fills
+    ``max_seq_length`` tokens has the whole line's first tokens. One that does not (long words, few
+    spaces) is tokenised whole."""
+    if not splits_at_spaces(tokenizer) or getattr(tokenizer, "truncation_side", "right") != "right":
+        # (a tokenizer that truncates on the left keeps a line's end: no cut at its start keeps that)
+        return dict(tokenizer(lines, truncation=True, max_length=max_seq_length))
+    clipped = [clip_line(line, CLIP_CHARS_PER_TOKEN * max_seq_length) for line in lines]
+    encoded = dict(tokenizer(clipped, truncation=True, max_length=max_seq_length))
+    for i, (line, clip) in enumerate(zip(lines, clipped)):
+        if clip is not line and len(encoded["input_ids"][i]) < max_seq_length:
+            whole = tokenizer(line, truncation=True, max_length=max_seq_length)
+            for key, values in encoded.items():
+                values[i] = whole[key]
+    return encoded
+
+
 def tokenize_corpus(
     corpus: datasets.Dataset,
     tokenizer,
@@ -340,11 +394,12 @@ def tokenize_corpus(
     num_proc: int | None = None,
     overwrite_cache: bool = False,
 ) -> datasets.Dataset:
-    """Tokenise once; ``datasets`` caches the result beside the corpus' Arrow cache."""
+    """Tokenise once (:func:`tokenize_lines`); ``datasets`` caches the result beside the corpus' Arrow
+    cache."""
     if max_seq_length < 2:
         raise CSEUsageError(f"max_seq_length must leave room for the special tokens, got {max_seq_length}")
     return corpus.map(
-        lambda batch: tokenizer(batch["text"], truncation=True, max_length=max_seq_length),
+        lambda batch: tokenize_lines(tokenizer, batch["text"], max_seq_length),
         batched=True,
         num_proc=num_proc,
         remove_columns=["text"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import zipfile
 
 from safetensors import safe_open
@@ -16,6 +17,38 @@ from safetensors import safe_open
 from .errors import CSEUsageError
 
 CHECKED_SUFFIXES = (".json", ".safetensors", ".pt", ".pth", ".bin")
+
+# What a path that is not a regular file is, in words (by ``stat``'s file type).
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_a_regular_file(path: str) -> str | None:
+    """What the existing ``path`` (followed through links) is when it is not a regular file: ``a
+    directory``, ``a FIFO (named pipe)``, ``a character device``, ``a block device``, ``a socket``;
+    None for a regular file or a path that does not exist. Read from ``stat`` alone: nothing is
+    opened, so a FIFO without a writer is not waited on."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _FILE_KINDS if test(mode)), "not a regular file")
+
+
+def require_regular_file(path: str, what: str, hint: str) -> None:
+    """Refuse an existing ``path`` (``what`` it is, for the message) that is not a regular file
+    (:func:`not_a_regular_file`): a FIFO, a device or a socket gives no size and can be read only once,
+    or never ends (``/dev/zero``), and a directory holds no data of its own."""
+    kind = not_a_regular_file(path)
+    if kind is not None:
+        raise CSEUsageError(f"{what} {path} is {kind}, not a regular file", hint=hint)
 
 
 def unreadable(path: str) -> str | None:

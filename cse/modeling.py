@@ -36,7 +36,15 @@ from .distributed import whole_weights_loading
 from .errors import CSEUsageError
 from .export import write_sentence_transformers_files
 from .file_checks import CHECKED_SUFFIXES, load_mapping, unreadable
-from .pooling import NEEDS_HIDDEN_STATES, POOLERS, check_pooler, pool
+from .pooling import (
+    MIN_LAYERS,
+    NEEDS_HIDDEN_STATES,
+    NEEDS_POOLING_LAYER,
+    POOLERS,
+    READS_FIRST_POSITION,
+    check_pooler,
+    pool,
+)
 from .run_dir import CSE_CONFIG_NAME
 
 logger = logging.getLogger(__name__)
@@ -143,6 +151,81 @@ def check_model_files(directory: str) -> None:
             )
 
 
+def is_causal(backbone) -> bool:
+    """Whether ``backbone``'s attention is causal (GPT-2 and other decoders: a position sees only those
+    before it), as its attention modules declare it (``is_causal``)."""
+    return any(getattr(module, "is_causal", False) is True for module in backbone.modules())
+
+
+def fit_problem(backbone, tokenizer, poolers) -> tuple[str, str] | None:
+    """``(what, hint)`` when ``backbone``, ``tokenizer`` and the ``poolers`` a run uses (training and
+    evaluation) do not fit together, else None. Each is known before any sentence is encoded:
+
+    - the tokenizer's ids must have rows in the backbone's input embeddings (``len(tokenizer)`` <=
+      its rows; more rows are unused ids, harmless), and the tokenizer must pad, with the padding id
+      the backbone's configuration declares where it declares one (RoBERTa derives positions from it);
+    - each pooler's needs (:mod:`cse.pooling`): a pooling layer, a special first token read by a
+      bidirectional backbone, enough transformer layers."""
+    name = type(backbone).__name__
+    other_poolers = "avg or max" if is_causal(backbone) else "cls_before_pooler, avg or max"
+    rows = backbone.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:
+        return (
+            f"the tokenizer has {len(tokenizer):,} tokens and the model's input embeddings {rows:,} rows: ids "
+            f"{rows:,} and above would index past them in training",
+            "pass the tokenizer the model was trained with (--tokenizer_name, or the model's own), or one of at most "
+            f"{rows:,} tokens",
+        )
+    if tokenizer.pad_token_id is None:
+        return (
+            f"the tokenizer ({type(tokenizer).__name__}) has no padding token, and batches of sentences of different "
+            "lengths are padded",
+            "pass a tokenizer with a padding token (--tokenizer_name), or give this one one (tokenizer.pad_token = "
+            "tokenizer.eos_token; tokenizer.save_pretrained(DIR))",
+        )
+    declared = getattr(backbone.config, "pad_token_id", None)
+    if declared is not None and tokenizer.pad_token_id != declared:
+        return (
+            f"the tokenizer pads with id {tokenizer.pad_token_id} ({tokenizer.pad_token}) and the model's "
+            f"configuration declares padding id {declared}: not the tokenizer the model was trained with",
+            "pass the tokenizer the model was trained with (--tokenizer_name, or the model's own)",
+        )
+    first = tokenizer("a")["input_ids"][:1]
+    for pooler in dict.fromkeys(poolers):
+        if pooler in NEEDS_POOLING_LAYER and getattr(backbone, "pooler", None) is None:
+            return (
+                f"pooler {pooler!r} reads the backbone's pooling layer (SimCSE's head on [CLS]), and {name} has none",
+                f"pass --pooler_type {other_poolers}",
+            )
+        if pooler in READS_FIRST_POSITION and is_causal(backbone):
+            return (
+                f"pooler {pooler!r} reads the first position, and {name}'s attention is causal: there the first "
+                "position sees itself alone, so every sentence would be embedded by its first token",
+                "pass --pooler_type avg or max, which read every position",
+            )
+        if pooler in READS_FIRST_POSITION and (not first or first[0] not in tokenizer.all_special_ids):
+            return (
+                f"pooler {pooler!r} reads the first position, and the tokenizer ({type(tokenizer).__name__}) puts no "
+                "special token ([CLS], <s>) there: it would embed each sentence by its first word",
+                "pass --pooler_type avg or max, or a tokenizer that puts a special token first (--tokenizer_name)",
+            )
+        layers = getattr(backbone.config, "num_hidden_layers", None)
+        if layers is not None and layers < MIN_LAYERS.get(pooler, 0):
+            return (
+                f"pooler {pooler!r} averages the last {MIN_LAYERS[pooler]} transformer layers, and {name} has {layers}",
+                "pass --pooler_type avg",
+            )
+    return None
+
+
+def check_fit(backbone, tokenizer, poolers, where: str) -> None:
+    """Refuse a model (``where``: its name or path) whose backbone, tokenizer and poolers do not fit
+    together (:func:`fit_problem`)."""
+    problem = fit_problem(backbone, tokenizer, poolers)
+    if problem is not None:
+        raise CSEUsageError(f"{where}: {problem[0]}", hint=problem[1])
+
+
 def read_cse_config(model_dir: str) -> dict:
     """The ``cse_config.json`` this repository writes beside an exported model ({} if absent)."""
     path = os.path.join(model_dir, CSE_CONFIG_NAME)
@@ -230,6 +313,9 @@ class CSEModel(nn.Module):
                 hint="pass a directory saved by save_pretrained (config.json, the weights and the tokenizer "
                 "files), or a model's hub name",
             ) from err
+        named = f" with the tokenizer {tokenizer_name_or_path}" if tokenizer_name_or_path is not None else ""
+        poolers = [pooler_type, "cls_before_pooler" if mlp_only_train else pooler_type]
+        check_fit(backbone, tokenizer, poolers, f"{model_name_or_path}{named}")
         return cls(backbone, tokenizer, pooler_type=pooler_type, mlp_only_train=mlp_only_train)
 
     def reset_head(self) -> None:

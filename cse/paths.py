@@ -12,6 +12,11 @@ from .errors import CSEUsageError
 
 DATA_DIR_ENV = "CSE_DATA_DIR"
 DEFAULT_CORPUS = "wiki1m_for_simcse.txt"
+# What a training corpus that is not a regular file (a FIFO, a device, a socket) is refused with.
+CORPUS_FILE_HINT = (
+    "pass a regular file of one sentence a line (.txt) or a .csv; to train on a stream, save it first "
+    "(cat STREAM > corpus.txt)"
+)
 
 
 class MissingDataError(CSEUsageError, FileNotFoundError):

@@ -15,7 +15,7 @@ import datasets
 import transformers
 from transformers import set_seed
 
-from .arguments import parse_args
+from .arguments import check_run_steps, parse_args, run_steps
 from .atomic import STAGING_NAME, atomic_path, publish, staging_dir, write_json
 from .build import build
 from .data import TwoViewCollator, build_train_dataset, check_sequence_length, graph_lengths
@@ -27,7 +27,7 @@ from .modeling import CSE_CONFIG_NAME
 from .parts import Part
 from .paths import default_train_file
 from .registry import MethodRecord
-from .reliability import output_dir_lock
+from .reliability import check_free_space, output_dir_lock
 from .results import markdown_table, read_result_json
 from .resume import (
     TRAINER_STATE_NAME,
@@ -136,6 +136,7 @@ def build_trainer(model_args, data_args, training_args, model, loss, parts: list
         train_dataset, statistics = build_train_dataset(
             data_args, model.tokenizer, global_batch, cache_dir=model_args.cache_dir
         )
+    check_run_steps(training_args, statistics.sentences)
     return CSETrainer(
         model=model,
         args=training_args,
@@ -167,9 +168,10 @@ def train_built(model_args, data_args, training_args, record, parts, model, loss
     A ``--resume_from_checkpoint`` saved by another model layout is refused first, before the corpus
     is read: the Trainer would load it non-strictly. What the run needs at its end is checked before
     it starts: the final evaluation's data (read now; the trainer reads the dev sets when it is
-    built). Then the run holds ``output_dir`` throughout (:func:`cse.reliability.output_dir_lock`) and
-    writes nothing there before every check of the directory and of the checkpoint it resumes from has
-    passed (:func:`cse.resume.find_checkpoint`)."""
+    built). Then the run holds ``output_dir`` throughout (:func:`cse.reliability.output_dir_lock`), is
+    refused before it writes there when the file system has less free space than the run writes at
+    least (:func:`cse.reliability.check_free_space`), and writes nothing there before every check of
+    the directory and of the checkpoint it resumes from has passed (:func:`cse.resume.find_checkpoint`)."""
     check_sequence_length(data_args.max_seq_length, model)
     if training_args.resume_from_checkpoint:
         check_checkpoint_matches(model, training_args.resume_from_checkpoint)
@@ -191,6 +193,7 @@ def train_built(model_args, data_args, training_args, record, parts, model, loss
 
     with output_dir_lock(training_args):
         trainer = build_trainer(model_args, data_args, training_args, model, loss, parts, callbacks=list(callbacks))
+        check_free_space(model, training_args, run_steps(training_args, trainer.corpus_statistics.sentences))
         checkpoint = find_checkpoint(
             model_args,
             data_args,

@@ -31,6 +31,15 @@ POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "max
 # Poolers that read intermediate layers and so need ``output_hidden_states=True``.
 NEEDS_HIDDEN_STATES = frozenset({"avg_first_last", "avg_top2"})
 
+# What each pooler needs of the model, checked before a model is used (cse.modeling.check_fit):
+# the backbone's pooling layer (``pooler_output``);
+NEEDS_POOLING_LAYER = frozenset({"cls"})
+# a first position that summarises the sentence: a special token the tokenizer puts first ([CLS],
+# <s>), read by a bidirectional backbone (in a causal one it attends to itself alone);
+READS_FIRST_POSITION = frozenset({"cls", "cls_before_pooler"})
+# transformer layers (``hidden_states[1:]``): avg_top2's second-to-last must be one, not the embeddings.
+MIN_LAYERS = {"avg_first_last": 1, "avg_top2": 2}
+
 
 def check_pooler(pooler_type: str) -> str:
     if pooler_type not in POOLERS:

@@ -38,7 +38,13 @@ from .errors import (
     is_disk_full,
     nearest_existing,
 )
-from .resume import TRAINER_STATE_NAME, newest_complete_checkpoint, trainer_state, training_ended
+from .resume import (
+    TRAINER_STATE_NAME,
+    checkpoints_newest_first,
+    newest_complete_checkpoint,
+    trainer_state,
+    training_ended,
+)
 from .run_dir import LOCK_NAME
 
 logger = logging.getLogger(__name__)
@@ -266,6 +272,90 @@ def export_size(checkpoint: str) -> int:
 _DTYPE_BYTES = {"F64": 8, "I64": 8, "F32": 4, "I32": 4, "F16": 2, "BF16": 2, "I16": 2, "U8": 1, "I8": 1, "BOOL": 1}
 
 
+def _tensor_bytes(tensors) -> int:
+    """The bytes of ``tensors``, each storage once (tied weights are saved once)."""
+    seen, size = set(), 0
+    for tensor in tensors:
+        key = (tensor.device, tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tensor.shape)
+        if key not in seen:
+            seen.add(key)
+            size += tensor.numel() * tensor.element_size()
+    return size
+
+
+def _tokenizer_bytes(tokenizer) -> int:
+    """The size of the files of ``tokenizer`` where it was read from a local directory (each checkpoint
+    and the export save them again), else 0."""
+    directory = getattr(tokenizer, "name_or_path", "")
+    if not os.path.isdir(directory):
+        return 0
+    names = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
+    names.update(tokenizer.vocab_files_names.values())
+    paths = [os.path.join(directory, name) for name in names]
+    return sum(os.path.getsize(path) for path in paths if os.path.isfile(path))
+
+
+def _saves(args, steps: int) -> int:
+    """How many checkpoints a run of ``steps`` steps saves at least: every ``--save_steps`` (a fraction:
+    of the run's steps); one for ``best`` (the first evaluation is an improvement) and ``epoch``."""
+    strategy = str(getattr(args.save_strategy, "value", args.save_strategy))
+    if strategy == "steps":
+        every = math.ceil(steps * args.save_steps) if args.save_steps < 1 else int(args.save_steps)
+        return steps // max(every, 1)
+    if strategy == "best":
+        return int(str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no")
+    return int(strategy == "epoch")
+
+
+def disk_need(model, args, steps: int) -> tuple[int, str]:
+    """A lower bound of the bytes a run of ``model`` for ``steps`` steps writes into its output
+    directory at its fullest, and how it is made up, in words. A checkpoint holds the model's weights,
+    AdamW's two moments of each trainable weight (unless ``--save_only_model``) and the tokenizer's
+    files; the Trainer writes a new checkpoint before it deletes those beyond ``--save_total_limit``,
+    so ``limit + 1`` of them are there at once (all, without a limit); the export (the backbone's
+    weights and the tokenizer's files) is written while ``limit`` of them are kept. Left out, so that
+    the bound stays below what is written: the parts' own state files, the scheduler's, RNG and
+    Trainer state files, the results and the model card (a few KiB each)."""
+    weights = _tensor_bytes(model.state_dict().values())
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    adam = "adam" in str(getattr(args.optim, "value", args.optim)) and not args.save_only_model
+    moments = 2 * _tensor_bytes(trainable) if adam else 0
+    tokenizer = _tokenizer_bytes(model.tokenizer)
+    checkpoint = weights + moments + tokenizer
+    export = _tensor_bytes(model.backbone.state_dict().values()) + tokenizer
+    saves = _saves(args, steps)
+    limit = args.save_total_limit
+    at_once = saves if limit is None else min(saves, limit + 1)
+    kept = saves if limit is None else min(saves, limit)
+    need = max(at_once * checkpoint, kept * checkpoint + export)
+    words = (
+        f"{at_once} checkpoint(s) of {human_size(checkpoint)} at once"
+        + (f" (--save_total_limit {limit})" if limit is not None and saves > limit else "")
+        + f" and the export, {human_size(export)}"
+    )
+    return need, words
+
+
+def check_free_space(model, args, steps: int) -> None:
+    """Refuse, before training, a run whose output directory's file system has less free space than
+    the run writes at least (:func:`disk_need`), less what its checkpoints there already take (a
+    resumed run's, which the new ones replace): it would stop with a full disk, at the latest after
+    training, in its export."""
+    need, words = disk_need(model, args, steps)
+    output_dir = args.output_dir
+    # another node's output directory need not exist: only the main process creates it
+    existing = sum(map(_tree_size, checkpoints_newest_first(output_dir))) if os.path.isdir(output_dir) else 0
+    missing = need - existing
+    free = shutil.disk_usage(nearest_existing(args.output_dir)).free
+    if free < missing:
+        raise CSEUsageError(
+            f"{args.output_dir} needs at least {human_size(missing)} for this run ({words}), and its file system "
+            f"has {human_size(free)} free",
+            hint=f"free at least {human_size(missing - free)} on that file system, choose an --output_dir with more "
+            "space, or keep fewer checkpoints (--save_total_limit 1)",
+        )
+
+
 def _in_tail(checkpoint: str | None) -> bool:
     """Whether training has ended: the Trainer said so, or (a run completing its end without training)
     the newest checkpoint was saved at the last step."""
@@ -307,6 +397,11 @@ def disk_full_error(output_dir: str, err: BaseException, args) -> CSEUsageError:
         hint = (
             f"free at least {size} on the file system of {output_dir} and rerun the same command: it resumes "
             f"from {checkpoint}"
+        )
+    elif checkpoint is None:
+        hint = (
+            f"free space on the file system of {output_dir} and rerun the same command: no checkpoint of this run is "
+            "complete, so it trains from the start"
         )
     else:
         hint = OS_ERROR_HINTS[errno.ENOSPC]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sized
 
 import torch
 from accelerate.utils import AutocastKwargs, broadcast_object_list
@@ -128,20 +127,8 @@ class CSETrainer(Trainer):
         self.add_callback(PROGRESS)
         check_global_batch(self.args)
         global_batch = self.args.per_device_train_batch_size * self.args.world_size
+        # A corpus smaller than the global batch is refused before tokenisation (cse.data.check_corpus).
         batch, accumulation = global_batch, self.args.gradient_accumulation_steps
-        if isinstance(self.train_dataset, Sized) and len(self.train_dataset) < global_batch:
-            # One batch an epoch, and the Trainer steps the optimizer at an epoch's end whatever the accumulation.
-            batch, accumulation = len(self.train_dataset), 1
-            logger.warning(
-                "the training corpus holds %d sentences, fewer than the global batch of %d: each batch holds these %d "
-                "sentences%s",
-                batch,
-                global_batch,
-                batch,
-                ", some of them repeated by the processes' samplers to fill their batches (false negatives)"
-                if self.args.world_size > 1
-                else "",
-            )
         # Gradient accumulation enlarges the optimizer's batch, not the negatives: each micro-batch's
         # loss only sees the sentences gathered in that micro-batch.
         logger.info(

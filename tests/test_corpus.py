@@ -79,20 +79,19 @@ def test_a_corpus_of_one_sentence_is_refused():
 
 
 @pytest.mark.e2e
-def test_a_tiny_corpus_logs_its_real_batch_and_the_card_says_no_checkpoint_was_selected(tiny_bert, tmp_path, caplog):
+def test_a_tiny_corpus_logs_its_batch_and_the_card_says_no_checkpoint_was_selected(tiny_bert, tmp_path, caplog):
     corpus = tmp_path / "three.txt"
     corpus.write_text("a man plays a guitar.\nthe cat sleeps.\nit rains in paris.\n")
     out = tmp_path / "run"
     with caplog.at_level(logging.INFO):
         run_simcse.main(
             ["--model_name_or_path", tiny_bert, "--train_file", str(corpus), "--output_dir", str(out)]
-            + ["--per_device_train_batch_size", "16", "--max_steps", "4", "--eval_steps", "125"]
+            + ["--per_device_train_batch_size", "3", "--max_steps", "4", "--eval_steps", "125"]
             + ["--senteval_data_dir", SENTEVAL, "--final_eval", "none", "--use_cpu", "true", "--report_to", "none"]
             + ["--disable_tqdm", "true"]
         )
     assert "contrastive batch: 3 sentences per step across 1 process(es), 2 in-batch negatives" in caplog.text
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert "the training corpus holds 3 sentences, fewer than the global batch of 16" in "\n".join(warnings)
     # the Trainer evaluates the last step too: one evaluation, nothing to select from
     note = (
         "training ended at step 4 with a single dev evaluation, at step 4 (scheduled every 125 steps), so no "

@@ -174,6 +174,7 @@ def test_zero3_is_refused_with_the_reason_by_the_methods_the_docs_name(
     script, family, flags = tiny_run(record.name)
     model = {"bert": tiny_bert, "roberta": tiny_roberta}[family]
     args = ["--model_name_or_path", model, "--train_file", WIKI_HEAD, "--max_train_samples", "16", *flags]
+    args += ["--per_device_train_batch_size", "8"]
     args += ["--output_dir", str(tmp_path / "run"), "--save_strategy", "no", *QUIET]
     main = importlib.import_module(script).main
     if record.display_name in refusing_zero3():

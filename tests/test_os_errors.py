@@ -18,7 +18,7 @@ import sys
 
 import pytest
 import safetensors.torch
-from transformers import TrainingArguments
+from transformers import TrainerCallback, TrainingArguments
 
 import run_simcse
 from cse.errors import OS_ERROR_HINTS, human_size, run_cli
@@ -56,18 +56,41 @@ def tree_size(path) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
+class FillDisk(TrainerCallback):
+    """Once the checkpoint of ``step`` is saved, another writer fills the disk of ``filler`` but for
+    ``left`` bytes: a disk that fills during a run which had room for it when it started."""
+
+    def __init__(self, filler, step, left):
+        self.filler, self.step, self.left = filler, step, left
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            with open(self.filler, "wb") as f:
+                f.write(b"x" * (shutil.disk_usage(os.path.dirname(self.filler)).free - self.left))
+
+
+def filling(step, filler, left=2 << 20):
+    """``run_simcse.main`` with the disk of ``filler`` filled after the checkpoint of ``step``."""
+    return lambda argv: run_simcse.main(argv, callbacks=[FillDisk(str(filler), step, left)])
+
+
 @pytest.mark.e2e
 def test_full_disk_is_one_line_and_the_same_command_resumes_once_there_is_space(capsys, caplog, tiny_bert, tmp_path):
-    # A tiny model's checkpoint takes 12.3 MiB: the first fits in 18 MiB, the second does not.
-    with tmpfs(tmp_path / "disk", "size=18m") as disk:
+    # A tiny model's checkpoint takes 12.3 MiB; 40 MiB holds the run (two checkpoints, the export), but
+    # after the first checkpoint another writer leaves 2 MiB: the second does not fit.
+    with tmpfs(tmp_path / "disk", "size=40m") as disk:
         out = disk / "run"
-        lines = refusal(capsys, run_simcse.main, run_argv(tiny_bert, out))
+        lines = refusal(capsys, filling(2, disk / "filler"), run_argv(tiny_bert, out))
         first = out / "checkpoint-2"
         size = human_size(tree_size(first))
         # what was being written: the second checkpoint (however its writer names the files on the way)
         target = lines[0].removeprefix("error: no space left on device writing ").split(" (", 1)[0]
         assert target.startswith(str(out)) and "checkpoint-4" in target
-        assert f"; 0 B free of 18.0 MiB); a complete checkpoint of this run, {first}, takes {size}" in lines[0]
+        # the free space is what the other writer left, 2 MiB or less (the failed write's start)
+        free = lines[0].split(" free of 40.0 MiB); a complete checkpoint of this run, ")[0].rsplit("; ", 1)[1]
+        value, unit = free.split()
+        assert float(value) * {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20}[unit] <= 2.05 * 2**20, free
+        assert f" free of 40.0 MiB); a complete checkpoint of this run, {first}, takes {size}" in lines[0]
         assert lines[0].endswith("nothing complete was deleted")
         assert lines[1] == (
             f"  hint: free at least {size} on the file system of {out} and rerun the same command: it resumes from "
@@ -75,7 +98,7 @@ def test_full_disk_is_one_line_and_the_same_command_resumes_once_there_is_space(
         )
         assert checkpoint_problem(str(first), TrainingArguments(output_dir=str(out))) is None
         assert not (out / LOCK_NAME).exists()
-        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        subprocess.run(["mount", "-o", "remount,size=80m", str(disk)], check=True)
         with caplog.at_level("WARNING", logger="cse.resume"):
             run_cli(run_simcse.main, run_argv(tiny_bert, out))
         assert f"resuming from {first}" in caplog.text
@@ -85,15 +108,15 @@ def test_full_disk_is_one_line_and_the_same_command_resumes_once_there_is_space(
 
 @pytest.mark.e2e
 def test_a_full_disk_in_the_run_s_tail_asks_for_the_space_the_export_needs(capsys, tiny_bert, tmp_path):
-    """Training ends (its one checkpoint, 12.3 MiB, fits in 15 MiB), then the export (4.6 MiB) fills the
-    disk: the line asks for about the export's size, not the checkpoint's, and the same command completes
-    the run once that much is free."""
+    """Training ends (its one checkpoint, 12.3 MiB, fits in 24 MiB, with the export), another writer
+    leaves 2 MiB, then the export (4.6 MiB) fills the disk: the line asks for about the export's size,
+    not the checkpoint's, and the same command completes the run once that much is free."""
     flags = ["--max_train_samples", "64", "--per_device_train_batch_size", "8", "--max_steps", "4"]
     flags += "--save_strategy steps --save_steps 4 --eval_strategy no --load_best_model_at_end false".split()
     flags += "--final_eval none --disable_tqdm true".split()
-    with tmpfs(tmp_path / "disk", "size=15m") as disk:
+    with tmpfs(tmp_path / "disk", "size=24m") as disk:
         out = disk / "run"
-        error, hint = refusal(capsys, run_simcse.main, train_argv(tiny_bert, out, *flags))
+        error, hint = refusal(capsys, filling(4, disk / "filler"), train_argv(tiny_bert, out, *flags))
         checkpoint = out / "checkpoint-4"
         assert error.startswith(f"error: no space left on device writing {out / '_export.tmp'}")
         asked = error.split("; training has ended, and the export of its model takes about ")[1].split(";")[0]
@@ -103,7 +126,7 @@ def test_a_full_disk_in_the_run_s_tail_asks_for_the_space_the_export_needs(capsy
         )
         assert human_size(tree_size(checkpoint)) not in error + hint
         subprocess.run(
-            ["mount", "-o", f"remount,size={15 + math.ceil(float(asked.split()[0]))}m", str(disk)], check=True
+            ["mount", "-o", f"remount,size={24 + math.ceil(float(asked.split()[0]))}m", str(disk)], check=True
         )
         run_cli(run_simcse.main, train_argv(tiny_bert, out, *flags))
         assert (out / "cse_config.json").is_file()
@@ -126,7 +149,11 @@ def test_a_checkpoint_write_failing_with_enospc_is_one_line(capsys, monkeypatch,
     lines = refusal(capsys, run_simcse.main, run_argv(tiny_bert, out))
     target = out / "checkpoint-2" / "model.safetensors"
     assert lines[0].startswith(f"error: no space left on device writing {target} (0 B of it written; ")
-    assert lines[1] == f"  hint: {OS_ERROR_HINTS[errno.ENOSPC]}"
+    # no checkpoint is complete: the hint names none to resume from
+    assert lines[1] == (
+        f"  hint: free space on the file system of {out} and rerun the same command: no checkpoint of this run is "
+        "complete, so it trains from the start"
+    )
     assert not (out / LOCK_NAME).exists()
 
 

@@ -238,7 +238,9 @@ def test_a_part_that_cannot_be_captured_runs_eagerly_and_says_why(tiny_bert, tmp
     from cse.pipeline import build_trainer
 
     def trainer(parts):
-        args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[], max_steps=1)
+        args = CSETrainingArguments(
+            output_dir=str(tmp_path), use_cpu=True, report_to=[], max_steps=1, per_device_train_batch_size=8
+        )
         args.cuda_graphs = True
         model_args = ModelArguments(model_name_or_path=tiny_bert)
         data_args = DataArguments(train_file=WIKI_HEAD, max_train_samples=16, senteval_data_dir=SENTEVAL)
