@@ -305,19 +305,15 @@ def test_a_stopped_job_that_ignores_sigterm_is_killed_at_the_end_of_its_grace(re
 
 def test_an_argument_neither_the_driver_nor_the_runs_accept_is_refused_before_any_launch(tiny):
     """A misspelled driver option reached every run, which was launched and failed: it is refused in
-    one line, nothing launched or written, under --plan too."""
+    one line, nothing launched or written (under --plan too: the next test)."""
     script, env, log = tiny
-    for args, error, hint in [
-        (["--executor", "gpus", "--gpus", "0,1", "--max-parallel", "1"], "--max-parallel", "--max_parallel"),
-        (["--plan", "--executer", "gpus"], "--executer", "--executor"),
-    ]:
-        proc = run_table(env, script, *args)
-        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
-        assert proc.stderr.strip().splitlines() == [
-            f"error: {error} is neither an option of the sweep nor a flag of run_simcse.py",
-            f"  hint: did you mean {hint}? python3 -m sweep --help; python run_simcse.py --help",
-        ]
-        assert not log.exists() and not os.path.exists(env["RESULT_ROOT"])
+    proc = run_table(env, script, "--executor", "gpus", "--gpus", "0,1", "--max-parallel", "1")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: --max-parallel is neither an option of the sweep nor a flag of run_simcse.py",
+        "  hint: did you mean --max_parallel? python3 -m sweep --help; python run_simcse.py --help",
+    ]
+    assert not log.exists() and not os.path.exists(env["RESULT_ROOT"])
 
 
 def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_scripts_parses(
@@ -330,12 +326,7 @@ def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_s
     from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
     from cse.errors import CSEUsageError
     from sweep.cli import main
-    from sweep.flags import script_flags
 
-    simcse, adcse = script_flags("run_simcse.py"), script_flags("run_adcse.py")
-    for dtype in (ModelArguments, DataArguments, CSETrainingArguments):
-        assert {f"--{f.name}" for f in dataclasses.fields(dtype)} <= simcse & adcse
-    assert "--num_adversaries" in adcse - simcse and "--learning-rate" in simcse
     monkeypatch.setenv("RESULT_ROOT", str(tmp_path / "result"))
     monkeypatch.chdir(REPO)  # main moves to the repository; restored after
     body = (
@@ -352,12 +343,20 @@ def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_s
          "run_simcse.py", "did you mean --learning_rate?"),
         (["--num_adversaries", "4"], "--num_adversaries is a flag of run_adcse.py but not of run_simcse.py", None),
         (["--executor", "gpus", "--gpus", "0", "--max_paralel=2"], "--max_paralel is neither", "--max_parallel"),
+        (["--executer", "gpus"], "--executer is neither", "did you mean --executor?"),
     ]:  # fmt: skip
         with pytest.raises(CSEUsageError) as refused:
             main([script, "--plan", *args])
         assert str(refused.value).startswith(error)
         assert hint is None or hint in refused.value.hint
     assert capsys.readouterr().out == "" and not os.path.exists(tmp_path / "result")
+    # read from the parsers: every field of the dataclasses, the method's own flags only in its script's
+    from sweep.flags import script_flags
+
+    simcse, adcse = script_flags("run_simcse.py"), script_flags("run_adcse.py")
+    for dtype in (ModelArguments, DataArguments, CSETrainingArguments):
+        assert {f"--{f.name}" for f in dataclasses.fields(dtype)} <= simcse & adcse
+    assert "--num_adversaries" in adcse - simcse and "--learning-rate" in simcse
 
 
 def test_plan_into_a_pipe_its_reader_closed_ends_quietly():
@@ -404,18 +403,30 @@ def on_a_terminal(env, script, *args):
     return proc.wait(timeout=60), received.decode(errors="replace")
 
 
-def test_on_a_terminal_the_bar_ends_full_with_a_failed_run_and_names_the_running_runs(tiny):
-    """The last run fails: its evaluation, never run, is counted (the bar ends at 8/8, none queued), and
-    while each run trains the bar names it."""
+def failed_last_on_a_terminal(tiny):
+    """The tiny table on a terminal, its last run failing: the lines of its progress bar, and the
+    directory of the runs."""
     script, env, log = tiny
     status, screen = on_a_terminal({**env, "FAIL_RUN": "s2-seed2", "RUN_SECONDS": "0.5"}, script)
     assert status == 2, screen
-    root = os.path.join(env["RESULT_ROOT"], "tiny")
-    bars = [part for part in re.split(r"[\r\n]", screen) if re.search(r"\d+/8 \[", part)]
+    return [part for part in re.split(r"[\r\n]", screen) if re.search(r"\d+/8 \[", part)], env["RESULT_ROOT"]
+
+
+def test_on_a_terminal_the_bar_ends_full_when_a_run_failed(tiny):
+    """The failed run's evaluation, which never runs, is counted: 8 of 8 jobs, 100 %."""
+    bars, _ = failed_last_on_a_terminal(tiny)
     assert "100%" in bars[-1] and " 8/8 [" in bars[-1], bars[-1]
-    assert "evaluations 3 done, 0 running, 0 queued, 0 failed, 1 skipped" in bars[-1]
+
+
+def test_on_a_terminal_the_bar_shows_no_evaluation_queued_after_a_failed_run(tiny):
+    bars, _ = failed_last_on_a_terminal(tiny)
+    assert "evaluations 3 done, 0 running, 0 queued, 0 failed, 1 skipped" in bars[-1], bars[-1]
+
+
+def test_on_a_terminal_the_bar_names_the_running_runs(tiny):
+    bars, root = failed_last_on_a_terminal(tiny)
     for setting, seed in ((1, 1), (1, 2), (2, 1), (2, 2)):
-        assert any(f"running: {root}/s{setting}-seed{seed}" in bar for bar in bars)
+        assert any(f"running: {root}/tiny/s{setting}-seed{seed}" in bar for bar in bars), bars
 
 
 def test_the_time_left_of_a_requeued_run_is_its_estimate_less_what_it_ran(monkeypatch):
