@@ -55,8 +55,13 @@ def script_flags(script: str) -> set[str] | None:
     from cse.arguments import ArgumentParser
     from cse.registry import MethodRecord
 
+    path = os.path.join(REPO, script)
+    if not os.path.isfile(path):
+        raise CSEUsageError(
+            f"the tables train with {script}, which does not exist", hint="correct `train` in the table"
+        )
     # run as a module, not as __main__: its imports and declarations, not its training
-    namespace = runpy.run_path(os.path.join(REPO, script), run_name="cse_sweep_flags")
+    namespace = runpy.run_path(path, run_name="cse_sweep_flags")
     record = namespace.get("RECORD")
     if isinstance(record, MethodRecord):
         return _options(ArgumentParser(record.argument_types))

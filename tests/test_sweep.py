@@ -334,10 +334,19 @@ def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_s
         'train run_adcse.py $results_root/t/adcse 64 configs/adcse_bert_base.yaml "$@"'
     )
     script = table_script(tmp_path / "two.sh", body)
-    accepted = ["--executor=gpus", "--gpus=0,1", "--learning-rate", "3e-5", "--temp", "-0.1", "--seed=2", "--plan"]
+    accepted = [
+        "--executor=slurm",
+        "--slurm_time=10",
+        "--learning-rate",
+        "3e-5",
+        "--temp",
+        "-0.1",
+        "--seed=2",
+        "--plan",
+    ]
     assert main([script, *accepted]) == 0
     out = capsys.readouterr().out
-    assert "(executor: gpus)" in out and out.count("flags: --learning-rate 3e-5 --temp -0.1 --seed=2") == 2
+    assert "(executor: slurm)" in out and out.count("flags: --learning-rate 3e-5 --temp -0.1 --seed=2") == 2
     for args, error, hint in [
         (["--learning_rat", "1e-4"], "--learning_rat is neither an option of the sweep nor a flag of run_adcse.py, "
          "run_simcse.py", "did you mean --learning_rate?"),
