@@ -7,8 +7,8 @@
     python3 -m sweep scripts/vadvcse/table1_sts.sh scripts/vadvcse/table2_transfer.sh --executor gpus
 
 A table script hands its arguments to the driver: the options below are the driver's, anything else
-goes to each of the table's training runs, and must be a flag that every run script of the tables
-accepts (:mod:`sweep.flags`). Tables come first, by path or ``all``."""
+goes to the table's training runs, and must be a flag that every run script it goes to accepts
+(:mod:`sweep.flags`). Tables come first, by path or ``all``."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="python3 -m sweep",
         description="Plan a paper table's runs and run them: one after another, over this machine's GPUs, "
-        "or as SLURM jobs. Arguments that are not the driver's go to each of the table's training runs: "
-        "flags that every run script of the tables accepts.",
+        "or as SLURM jobs. Arguments that are not the driver's go to the table's training runs: "
+        "flags that every run script they go to accepts.",
         allow_abbrev=False,
     )
     parser.add_argument("--plan", action="store_true", help="print the plan and its GPU time; run nothing")

@@ -1,8 +1,10 @@
-"""The arguments a table accepts: the driver's own options, and the flags that every run script of the
-table accepts, as its argument parser declares them. A table script passes the arguments that are
-not the driver's to each of its training runs, so an argument outside both would be launched with
-every run and refused by each (a misspelled ``--max-parallel``, ``--executer``, ``--sead``): it is
-refused here, before anything runs, under ``--plan`` too.
+"""The arguments a table accepts: the driver's own options, and the flags that every run script the
+table passes them to accepts, as its argument parser declares them. A table script passes the
+arguments that are not the driver's to its training runs (its ``"$@"``: to all of them, or, as in
+AdCSE's Fig. 4(a), to the runs of one method), so an argument outside both would be launched with
+each such run and refused by each (a misspelled ``--max-parallel``, ``--executer``, ``--sead``): it
+is refused here, before anything runs, under ``--plan`` too. The runs that receive the arguments
+are those whose recorded arguments hold them, in order.
 
 A run script's flags are read from its parser, never listed by hand: a method's script
 (``run_simcse.py``, ...: its ``RECORD``) parses its record's ``HfArgumentParser`` dataclasses; the
@@ -20,7 +22,7 @@ from difflib import get_close_matches
 
 from cse.errors import CSEUsageError
 
-from .record import REPO, Table
+from .record import REPO, Run, Table
 
 # what argparse reads as a value, not an option: a negative number (-1, -.5, -1e-5)
 NUMBER = re.compile(r"-\.?\d")
@@ -70,16 +72,23 @@ def script_flags(script: str) -> set[str] | None:
     return None
 
 
+def receives(run: Run, run_flags: list[str]) -> bool:
+    """Whether the table passed ``run_flags`` on to ``run`` (its ``"$@"``): they lie, in order, among
+    its recorded arguments."""
+    n = len(run_flags)
+    return any(list(run.args[i : i + n]) == run_flags for i in range(len(run.args) - n + 1))
+
+
 def check_run_flags(tables: list[Table], run_flags: list[str], driver_options: set[str]) -> None:
-    """Refuse an option of ``run_flags`` (the arguments that are not the driver's) that some run
-    script of ``tables`` does not accept: every run of the tables would be launched with it."""
+    """Refuse an option of ``run_flags`` (the arguments that are not the driver's) that a run script
+    the tables pass them to does not accept: each such run would be launched with it, and refuse it."""
     given = [name for name in dict.fromkeys(given_options(run_flags)) if name not in driver_options]
     if not given:
         return
-    scripts = sorted({run.script for table in tables for run in table.runs})
+    scripts = sorted({run.script for table in tables for run in table.runs if receives(run, run_flags)})
     if not scripts:
         raise CSEUsageError(
-            f"{given[0]} is not an option of the sweep, and the tables train nothing to give it to",
+            f"{given[0]} is not an option of the sweep, and the tables pass no argument to their runs",
             hint="python3 -m sweep --help lists the driver's options",
         )
     accepted = {script: script_flags(script) for script in scripts}
@@ -91,8 +100,8 @@ def check_run_flags(tables: list[Table], run_flags: list[str], driver_options: s
             continue
         if taking:
             raise CSEUsageError(
-                f"{name} is a flag of {', '.join(taking)} but not of {', '.join(refusing)}, and the tables pass "
-                "their arguments to each of their runs",
+                f"{name} is a flag of {', '.join(taking)} but not of {', '.join(refusing)}, which the tables pass "
+                "it to as well",
                 hint="give it to a table whose runs all take it",
             )
         everything = sorted(driver_options | {flag for flags in known.values() for flag in flags})

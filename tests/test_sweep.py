@@ -319,10 +319,11 @@ def test_an_argument_neither_the_driver_nor_the_runs_accept_is_refused_before_an
 def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_scripts_parses(
     tmp_path, monkeypatch, capsys
 ):
-    """The rule, on cases no list names: a table of a SimCSE and an AdCSE run takes what both run
-    scripts' parsers declare (their dataclasses' fields, with the dashed spellings HfArgumentParser
-    adds) and the driver's options, in either form; not a close misspelling of a training flag, nor a
-    flag of one of its run scripts only."""
+    """The rule, on cases no list names: a table that passes its arguments to a SimCSE and an AdCSE run
+    takes what both run scripts' parsers declare (their dataclasses' fields, with the dashed spellings
+    HfArgumentParser adds) and the driver's options, in either form; not a close misspelling of a
+    training flag, nor a flag of one of the two run scripts only. A table that passes its arguments
+    to its AdCSE runs only takes AdCSE's flags; one that passes none to its runs, no flag."""
     from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
     from cse.errors import CSEUsageError
     from sweep.cli import main
@@ -350,7 +351,7 @@ def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_s
     for args, error, hint in [
         (["--learning_rat", "1e-4"], "--learning_rat is neither an option of the sweep nor a flag of run_adcse.py, "
          "run_simcse.py", "did you mean --learning_rate?"),
-        (["--num_adversaries", "4"], "--num_adversaries is a flag of run_adcse.py but not of run_simcse.py", None),
+        (["--num_adversaries", "4"], "--num_adversaries is a flag of run_adcse.py but not of run_simcse.py,", None),
         (["--executor", "gpus", "--gpus", "0", "--max_paralel=2"], "--max_paralel is neither", "--max_parallel"),
         (["--executer", "gpus"], "--executer is neither", "did you mean --executor?"),
     ]:  # fmt: skip
@@ -359,6 +360,19 @@ def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_s
         assert str(refused.value).startswith(error)
         assert hint is None or hint in refused.value.hint
     assert capsys.readouterr().out == "" and not os.path.exists(tmp_path / "result")
+    # AdCSE's Fig. 4(a) passes its arguments to its AdCSE runs only, not to the SimCSE runs beside them
+    assert (
+        main([os.path.join(REPO, "scripts", "adcse", "fig4a_batch_size.sh"), "--plan", "--adversary_momentum", "0"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.count("--adversary_momentum 0") == 4 and out.count("[to train] run_simcse.py") == 4
+    # a table that passes no argument to its runs would drop them without a word
+    alone = table_script(
+        tmp_path / "alone.sh", "train run_simcse.py $results_root/t/simcse 64 configs/simcse_bert_base.yaml"
+    )
+    with pytest.raises(CSEUsageError, match="the tables pass no argument to their runs"):
+        main([alone, "--plan", "--seed", "2"])
     # read from the parsers: every field of the dataclasses, the method's own flags only in its script's
     from sweep.flags import script_flags
 
