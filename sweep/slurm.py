@@ -209,7 +209,8 @@ def check_submission(settings: SlurmSettings) -> None:
     setting it refuses (a feature no node has, GPUs on a cluster without them, an unknown account or
     QOS) is one line with what the jobs ask and what the cluster offers."""
     for gpus in dict.fromkeys((settings.gpus_per_job, 0)):
-        # the file names in the script are never created: --test-only submits nothing
+        # submitit's own batch script, the one its submit() writes (a private method: submitit has no
+        # public one); the file names in it are never created, as --test-only submits nothing
         script = make_executor(settings, os.path.join(os.getcwd(), "_sweep"), gpus)._make_submission_file_text(
             "true", "test"
         )
