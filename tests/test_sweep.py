@@ -380,6 +380,10 @@ def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_s
     for dtype in (ModelArguments, DataArguments, CSETrainingArguments):
         assert {f"--{f.name}" for f in dataclasses.fields(dtype)} <= simcse & adcse
     assert "--num_adversaries" in adcse - simcse and "--learning-rate" in simcse
+    # the composition's: --parts and each part's flags, also under its part's name
+    composed = script_flags("run_cse.py")
+    assert {"--parts", "--mix_lambda", "--mixcse_mix_lambda", "--mixcse_variant", "--seed"} <= composed
+    assert "--learning_rat" not in composed
 
 
 def test_plan_into_a_pipe_its_reader_closed_ends_quietly():
