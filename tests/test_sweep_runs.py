@@ -160,13 +160,15 @@ def test_slurm_refuses_a_partition_it_does_not_know(tiny_table, slurm_cluster, t
 
 
 def slurm_table(tmp_path, slurm_cluster, **env):
-    """A table of one run (the stand-in launcher, which trains for $RUN_SECONDS) and its environment for
-    the single-node SLURM."""
+    """A table of one run (the stand-in launcher, which trains for $RUN_SECONDS) and its evaluation, and
+    its environment for the single-node SLURM."""
     base, log = timed_launcher(tmp_path)
-    script = table_script(
-        tmp_path / "one.sh",
-        "train run_simcse.py $results_root/one/run 64 configs/simcse_bert_base.yaml\nshow echo table",
+    body = (
+        "train run_simcse.py $results_root/one/run 64 configs/simcse_bert_base.yaml\n"
+        "evaluate $results_root/one/run $results_root/one/run/result.json touch $results_root/one/run/result.json\n"
+        "show echo table"
     )
+    script = table_script(tmp_path / "one.sh", body)
     return script, {**base, "SLURM_CONF": slurm_cluster["SLURM_CONF"], **env}, log
 
 
@@ -210,12 +212,26 @@ def test_a_rerun_that_follows_the_slurm_jobs_says_it_follows_them(slurm_cluster,
     state = os.path.join(env["RESULT_ROOT"], "one", "_sweep", "one")
     table = json.loads(open(os.path.join(state, "table_job")).read())["job_id"]
     try:
-        assert first.stderr.startswith("submitted to SLURM: 1 job(s) and the table's")
+        assert first.stderr.startswith("submitted to SLURM: 2 job(s) and the table's")
         again = run_table(env, script, *args)
         assert again.returncode == 0, again.stderr
         assert again.stderr.startswith(
-            f"following 1 job(s) submitted before, still in SLURM, and the table's job ({table}); nothing submitted; "
+            f"following 2 job(s) submitted before, still in SLURM, and the table's job ({table}); nothing submitted; "
         ), again.stderr
         assert json.loads(open(os.path.join(run, "_logs", "slurm_job")).read())["job_id"] == job
     finally:
-        subprocess.run(["scancel", job, table], env=env, check=True)
+        evaluations = json.loads(open(os.path.join(run, "_logs", "slurm_evaluations")).read())["job_id"]
+        subprocess.run(["scancel", job, evaluations, table], env=env, check=True)
+
+
+def test_a_failed_slurm_run_s_evaluation_is_counted_skipped(slurm_cluster, tmp_path):
+    """The run's job fails; SLURM cancels its evaluation's job (afterok): the progress counts the
+    evaluation skipped, not queued, nor failed."""
+    script, env, log = slurm_table(tmp_path, slurm_cluster, FAIL_RUN="run")
+    args = ["--executor", "slurm", "--slurm_partition", "debug", "--slurm_gpus_per_job", "0", "--slurm_time", "5"]
+    proc = run_table(env, script, *args, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("runs ")]
+    assert progress[-1].startswith(
+        "runs 0 done, 0 running, 0 queued, 1 failed; evaluations 0 done, 0 running, 0 queued, 0 failed, 1 skipped"
+    ), progress
