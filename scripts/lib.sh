@@ -3,7 +3,8 @@
 # driver (python3 -m sweep, docs/reproduce.md) plans them, runs what is not finished yet with the
 # chosen executor and prints the table at the end. Every table script takes the driver's options
 # (--plan, --executor sequential|gpus|slurm, --gpus, --max_parallel and the slurm executor's; see
-# python3 -m sweep --help) and passes its other arguments on to its training runs.
+# python3 -m sweep --help) and passes its other arguments on to its training runs (flags that the
+# run scripts it passes them to accept, as their parsers declare them: sweep/flags.py).
 #   NUM_GPUS     processes of one run (DDP; default 1); it must divide each run's global batch
 #   RESULT_ROOT  where the tables' default output directories lie (default result)
 #   OUTPUT_DIR   this table's output directory (each script's default lies under RESULT_ROOT)

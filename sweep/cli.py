@@ -7,7 +7,8 @@
     python3 -m sweep scripts/vadvcse/table1_sts.sh scripts/vadvcse/table2_transfer.sh --executor gpus
 
 A table script hands its arguments to the driver: the options below are the driver's, anything else
-goes to the table's training runs. Tables come first, by path or ``all``."""
+goes to the table's training runs, and must be a flag that every run script it goes to accepts
+(:mod:`sweep.flags`). Tables come first, by path or ``all``."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
 from cse.errors import CSEUsageError
 
+from .flags import check_run_flags
 from .plan import plan_tables, table_scripts
 from .record import REPO, TableRefused
 from .report import plan_text
@@ -41,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="python3 -m sweep",
         description="Plan a paper table's runs and run them: one after another, over this machine's GPUs, "
-        "or as SLURM jobs. Arguments that are not the driver's go to the table's training runs.",
+        "or as SLURM jobs. Arguments that are not the driver's go to the table's training runs: "
+        "flags that every run script they go to accepts.",
         allow_abbrev=False,
     )
     parser.add_argument("--plan", action="store_true", help="print the plan and its GPU time; run nothing")
@@ -163,6 +167,20 @@ def resolve_tables(names: list[str]) -> list[str]:
     return list(dict.fromkeys(scripts))
 
 
+def print_out(text: str) -> int:
+    """Print ``text`` on stdout. A reader that stops early (``--plan | head``) ends the command quietly,
+    as it ends any command of a pipe: status 141 (SIGPIPE), no traceback."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python's recipe (the signal module's docs): stdout is pointed at /dev/null, so that the
+        # interpreter's own flush at exit does not fail on the closed pipe again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    return 0
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -208,6 +226,7 @@ def main(argv=None) -> int:
     except TableRefused as refused:
         sys.stderr.write(refused.stderr)
         return refused.status
+    check_run_flags(plan.tables, run_flags, {o for action in parser._actions for o in action.option_strings})
     for node in plan.nodes:
         if node.run.batch % processes:
             raise CSEUsageError(
@@ -215,8 +234,7 @@ def main(argv=None) -> int:
                 hint="set NUM_GPUS (or --slurm_gpus_per_job) to a divisor of every run's batch",
             )
     if args.plan:
-        print(plan_text(plan, args.executor))
-        return 0
+        return print_out(plan_text(plan, args.executor))
     if plan.notes:
         raise CSEUsageError("; ".join(plan.notes))
     if args.executor == "slurm":

@@ -120,7 +120,8 @@ def _partition_limit(partition: str | None) -> int | None:
 
 def settings(args, processes: int, check_cluster: bool = True) -> SlurmSettings:
     """The executor's settings from ``--slurm_config`` and the flags (which win); with
-    ``check_cluster``, refused when sbatch is not on the PATH or the partition is unknown to SLURM."""
+    ``check_cluster``, refused when sbatch is not on the PATH, the partition is unknown to SLURM or
+    SLURM would not take the jobs (:func:`check_submission`)."""
     config = {}
     if args.slurm_config:
         try:
@@ -172,7 +173,59 @@ def settings(args, processes: int, check_cluster: bool = True) -> SlurmSettings:
                 )
         if pick["time"] is None:
             result.minutes = _partition_limit(result.partition) or result.minutes
+        check_submission(result)
     return result
+
+
+def make_executor(settings: SlurmSettings, folder: str, gpus: int):
+    """The submitit executor of the sweep's jobs with ``gpus`` GPUs each (0: the table's job)."""
+    import submitit
+
+    executor = submitit.SlurmExecutor(folder=os.path.join(folder, "%j"), max_num_timeout=MAX_TIMEOUTS)
+    options = dict(settings.options)
+    if settings.account:
+        options["account"] = settings.account
+    parameters = dict(time=settings.minutes, job_name="cse-sweep", additional_parameters=options)
+    if settings.partition:
+        parameters["partition"] = settings.partition
+    if gpus:
+        parameters["gpus_per_node"] = gpus
+    if settings.max_parallel:
+        parameters["array_parallelism"] = settings.max_parallel
+    executor.update_parameters(**parameters)
+    return executor
+
+
+def _asked(settings: SlurmSettings, gpus: int) -> str:
+    """The sbatch options a job takes from the settings, as sbatch spells them."""
+    asked = {"partition": settings.partition, "time": settings.minutes, "gpus-per-node": gpus or None}
+    asked.update(account=settings.account, **settings.options)
+    return " ".join(f"--{key}={value}" for key, value in asked.items() if value is not None)
+
+
+def check_submission(settings: SlurmSettings) -> None:
+    """Ask SLURM whether it would take the sweep's jobs (``sbatch --test-only`` with the batch script
+    submitit writes for them: the same options), before anything is submitted or written: a
+    setting it refuses (a feature no node has, GPUs on a cluster without them, an unknown account or
+    QOS) is one line with what the jobs ask and what the cluster offers."""
+    for gpus in dict.fromkeys((settings.gpus_per_job, 0)):
+        # submitit's own batch script, the one its submit() writes (a private method: submitit has no
+        # public one); the file names in it are never created, as --test-only submits nothing
+        script = make_executor(settings, os.path.join(os.getcwd(), "_sweep"), gpus)._make_submission_file_text(
+            "true", "test"
+        )
+        proc = subprocess.run(["sbatch", "--test-only"], input=script, capture_output=True, text=True, check=False)
+        if proc.returncode == 0:
+            continue
+        said = [line.removeprefix("sbatch: error: ").strip() for line in proc.stderr.splitlines() if line.strip()]
+        offered = subprocess.run(
+            ["sinfo", "--noheader", "--format=%P GRES %G, features %f"], capture_output=True, text=True, check=False
+        ).stdout.split("\n")
+        offered = "; ".join(line.strip() for line in offered if line.strip()) or "(sinfo says nothing)"
+        raise CSEUsageError(
+            f"SLURM refuses the sweep's jobs: {said[-1] if said else f'sbatch --test-only exited {proc.returncode}'}",
+            hint=f"the jobs ask {_asked(settings, gpus)}; the partitions offer: {offered}",
+        )
 
 
 class SweepJob:
@@ -278,23 +331,6 @@ class SlurmExecutor:
     def __init__(self, settings: SlurmSettings, env: dict):
         self.settings, self.env = settings, env
 
-    def _executor(self, folder: str, gpus: int):
-        import submitit
-
-        executor = submitit.SlurmExecutor(folder=os.path.join(folder, "%j"), max_num_timeout=MAX_TIMEOUTS)
-        options = dict(self.settings.options)
-        if self.settings.account:
-            options["account"] = self.settings.account
-        parameters = dict(time=self.settings.minutes, job_name="cse-sweep", additional_parameters=options)
-        if self.settings.partition:
-            parameters["partition"] = self.settings.partition
-        if gpus:
-            parameters["gpus_per_node"] = gpus
-        if self.settings.max_parallel:
-            parameters["array_parallelism"] = self.settings.max_parallel
-        executor.update_parameters(**parameters)
-        return executor
-
     def _submit(self, executor, function, dependency: str | None = None):
         options = dict(self.settings.options)
         if dependency:
@@ -317,40 +353,42 @@ class SlurmExecutor:
         records["table"] = _read_id(table_record)
         alive = squeue(records.values())
         ids = {key: job_id for key, job_id in records.items() if job_id in alive}
-        submitted = False
+        followed = [key for key in ids if key != "table"]  # submitted before, still queued or running
+        submitted = 0
 
         new_runs = [job for d, job in runs.items() if d not in ids]
         if new_runs:
-            executor = self._executor(folder, self.settings.gpus_per_job)
+            executor = make_executor(self.settings, folder, self.settings.gpus_per_job)
             with executor.batch():
                 handles = [executor.submit(SweepJob(job)) for job in new_runs]
             for job, handle in zip(new_runs, handles):
                 ids[job.node.directory] = handle.job_id
                 _keep_id(_record(job.node.directory, "job"), handle.job_id)
-            submitted = True
-        executor = self._executor(folder, self.settings.gpus_per_job)
+            submitted += len(new_runs)
+        executor = make_executor(self.settings, folder, self.settings.gpus_per_job)
         for directory, job in evaluations.items():
             if ("evaluations", directory) in ids:
                 continue
             run_id = ids.get(directory)
             ids[("evaluations", directory)] = self._submit(executor, SweepJob(job), run_id and f"afterok:{run_id}")
             _keep_id(_record(directory, "evaluations"), ids[("evaluations", directory)])
-            submitted = True
+            submitted += 1
         table_path = os.path.join(state, "table.txt")
-        if submitted or "table" not in ids:
+        table_submitted = bool(submitted) or "table" not in ids
+        if table_submitted:
             if "table" in ids:  # it would not wait for the jobs just submitted
                 subprocess.run(["scancel", ids.pop("table")], check=False)
             if os.path.exists(table_path):
                 os.remove(table_path)
             others = [job_id for key, job_id in ids.items() if key != "table"]
-            table_executor = self._executor(folder, 0)
+            table_executor = make_executor(self.settings, folder, 0)
             ids["table"] = self._submit(
                 table_executor, TableJob(plan, table_path), others and "afterany:" + ":".join(others)
             )
             _keep_id(table_record, ids["table"])
         print(
-            f"submitted to SLURM: {len(ids) - 1} job(s) and the table's ({ids['table']}); logs in each run's "
-            f"{LOGS_NAME}/ and {folder}",
+            f"{_submission(submitted, followed, ids['table'], table_submitted)}; logs in each run's {LOGS_NAME}/ "
+            f"and {folder}",
             file=sys.stderr,
             flush=True,
         )
@@ -378,6 +416,15 @@ class SlurmExecutor:
                     if new == old:
                         continue
                     kind = "runs" if job.kind == "run" else "evaluations"
+                    if (
+                        job.kind == "evaluations"
+                        and old == "queued"
+                        and new == "failed"
+                        and seen.get(job.node.directory) == "failed"
+                    ):
+                        progress.skip(kind)  # SLURM cancelled them with the run they evaluate: never run
+                        seen[key] = new
+                        continue
                     if old == "queued" and new in ("done", "failed"):
                         progress.move(kind, job.name, "queued", "running", "")
                         old = "running"
@@ -410,6 +457,17 @@ class SlurmExecutor:
         if not os.path.exists(table_path):
             failures.append(Failure(f"the table's job {ids['table']}", 1, None, []))
         return end(failures)
+
+
+def _submission(submitted: int, followed: list, table_id: str, table_submitted: bool) -> str:
+    """What the sweep did with SLURM: the jobs it submitted, and those of an earlier submission it follows."""
+    table = f"the table's job ({table_id})"
+    before = f"{len(followed)} job(s) submitted before, still in SLURM"
+    if submitted:
+        return f"submitted to SLURM: {submitted} job(s) and {table}" + (f"; following {before}" if followed else "")
+    if table_submitted:
+        return f"following {before}; submitted to SLURM: {table}" if followed else f"submitted to SLURM: {table}"
+    return f"following {before}, and {table}; nothing submitted"
 
 
 def _state(job: Job, job_id: str, states: dict) -> str:

@@ -39,6 +39,7 @@ EXTERNAL_FLAGS = {
     "--kill-after",  # timeout, in scripts/gpu_checks.sh
     "--maxfail",  # pytest, in scripts/gpu_checks.sh
     "--durations",  # pytest, in scripts/gpu_checks.sh
+    "--test-only",  # sbatch, which the slurm executor asks before it submits
 }
 
 

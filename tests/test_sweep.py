@@ -2,6 +2,7 @@
 paper tables and docs/reproduce.md's counts, runs shared between tables trained once, the gpus
 executor's slots, failures, refusals of wrong settings, and a sweep stopped and started again."""
 
+import dataclasses
 import os
 import re
 import signal
@@ -300,3 +301,183 @@ def test_a_stopped_job_that_ignores_sigterm_is_killed_at_the_end_of_its_grace(re
     assert stop_group(proc.pid, reap, start + 0.5) == -signal.SIGKILL
     assert 0.5 <= time.monotonic() - start < 5
     assert not group_alive(proc.pid)
+
+
+def test_an_argument_neither_the_driver_nor_the_runs_accept_is_refused_before_any_launch(tiny):
+    """A misspelled driver option reached every run, which was launched and failed: it is refused in
+    one line, nothing launched or written (under --plan too: the next test)."""
+    script, env, log = tiny
+    proc = run_table(env, script, "--executor", "gpus", "--gpus", "0,1", "--max-parallel", "1")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: --max-parallel is neither an option of the sweep nor a flag of run_simcse.py",
+        "  hint: did you mean --max_parallel? python3 -m sweep --help; python run_simcse.py --help",
+    ]
+    assert not log.exists() and not os.path.exists(env["RESULT_ROOT"])
+
+
+def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_scripts_parses(
+    tmp_path, monkeypatch, capsys
+):
+    """The rule, on cases no list names: a table that passes its arguments to a SimCSE and an AdCSE run
+    takes what both run scripts' parsers declare (their dataclasses' fields, with the dashed spellings
+    HfArgumentParser adds) and the driver's options, in either form; not a close misspelling of a
+    training flag, nor a flag of one of the two run scripts only. A table that passes its arguments
+    to its AdCSE runs only takes AdCSE's flags; one that passes none to its runs, no flag."""
+    from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
+    from cse.errors import CSEUsageError
+    from sweep.cli import main
+
+    monkeypatch.setenv("RESULT_ROOT", str(tmp_path / "result"))
+    monkeypatch.chdir(REPO)  # main moves to the repository; restored after
+    body = (
+        'train run_simcse.py $results_root/t/simcse 64 configs/simcse_bert_base.yaml "$@"\n'
+        'train run_adcse.py $results_root/t/adcse 64 configs/adcse_bert_base.yaml "$@"'
+    )
+    script = table_script(tmp_path / "two.sh", body)
+    accepted = [
+        "--executor=slurm",
+        "--slurm_time=10",
+        "--learning-rate",
+        "3e-5",
+        "--temp",
+        "-0.1",
+        "--seed=2",
+        "--plan",
+    ]
+    assert main([script, *accepted]) == 0
+    out = capsys.readouterr().out
+    assert "(executor: slurm)" in out and out.count("flags: --learning-rate 3e-5 --temp -0.1 --seed=2") == 2
+    for args, error, hint in [
+        (["--learning_rat", "1e-4"], "--learning_rat is neither an option of the sweep nor a flag of run_adcse.py, "
+         "run_simcse.py", "did you mean --learning_rate?"),
+        (["--num_adversaries", "4"], "--num_adversaries is a flag of run_adcse.py but not of run_simcse.py,", None),
+        (["--executor", "gpus", "--gpus", "0", "--max_paralel=2"], "--max_paralel is neither", "--max_parallel"),
+        (["--executer", "gpus"], "--executer is neither", "did you mean --executor?"),
+    ]:  # fmt: skip
+        with pytest.raises(CSEUsageError) as refused:
+            main([script, "--plan", *args])
+        assert str(refused.value).startswith(error)
+        assert hint is None or hint in refused.value.hint
+    assert capsys.readouterr().out == "" and not os.path.exists(tmp_path / "result")
+    # AdCSE's Fig. 4(a) passes its arguments to its AdCSE runs only, not to the SimCSE runs beside them
+    assert (
+        main([os.path.join(REPO, "scripts", "adcse", "fig4a_batch_size.sh"), "--plan", "--adversary_momentum", "0"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.count("--adversary_momentum 0") == 4 and out.count("[to train] run_simcse.py") == 4
+    # a table that passes no argument to its runs would drop them without a word
+    alone = table_script(
+        tmp_path / "alone.sh", "train run_simcse.py $results_root/t/simcse 64 configs/simcse_bert_base.yaml"
+    )
+    with pytest.raises(CSEUsageError, match="the tables pass no argument to their runs"):
+        main([alone, "--plan", "--seed", "2"])
+    # read from the parsers: every field of the dataclasses, the method's own flags only in its script's
+    from sweep.flags import script_flags
+
+    simcse, adcse = script_flags("run_simcse.py"), script_flags("run_adcse.py")
+    for dtype in (ModelArguments, DataArguments, CSETrainingArguments):
+        assert {f"--{f.name}" for f in dataclasses.fields(dtype)} <= simcse & adcse
+    assert "--num_adversaries" in adcse - simcse and "--learning-rate" in simcse
+    # the composition's: --parts and each part's flags, also under its part's name
+    composed = script_flags("run_cse.py")
+    assert {"--parts", "--mix_lambda", "--mixcse_mix_lambda", "--mixcse_variant", "--seed"} <= composed
+    assert "--learning_rat" not in composed
+
+
+def test_plan_into_a_pipe_its_reader_closed_ends_quietly():
+    """``--plan | head``: the reader gone, the driver ends as a command of a pipe does (SIGPIPE's
+    status), without a traceback."""
+    env = {**os.environ, "RESULT_ROOT": "/nonexistent"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweep", "all", "--plan"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # before the plan is written: its first write finds no reader
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 128 + signal.SIGPIPE
+    assert err == ""
+
+
+def on_a_terminal(env, script, *args):
+    """``script`` run with its stderr on a pseudo-terminal of 400 columns (a progress bar): its exit
+    status and what the terminal received."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    main_fd, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 400, 0, 0))
+    proc = subprocess.Popen(
+        ["bash", script, *args], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=terminal, stdin=subprocess.DEVNULL
+    )
+    os.close(terminal)
+    received = b""
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # EIO: the terminal's last writer has gone
+            break
+        if not chunk:
+            break
+        received += chunk
+    os.close(main_fd)
+    return proc.wait(timeout=60), received.decode(errors="replace")
+
+
+def failed_last_on_a_terminal(tiny):
+    """The tiny table on a terminal, its last run failing: the lines of its progress bar, and the
+    directory of the runs."""
+    script, env, log = tiny
+    status, screen = on_a_terminal({**env, "FAIL_RUN": "s2-seed2", "RUN_SECONDS": "0.5"}, script)
+    assert status == 2, screen
+    return [part for part in re.split(r"[\r\n]", screen) if re.search(r"\d+/8 \[", part)], env["RESULT_ROOT"]
+
+
+def test_on_a_terminal_the_bar_ends_full_when_a_run_failed(tiny):
+    """The failed run's evaluation, which never runs, is counted: 8 of 8 jobs, 100 %."""
+    bars, _ = failed_last_on_a_terminal(tiny)
+    assert "100%" in bars[-1] and " 8/8 [" in bars[-1], bars[-1]
+
+
+def test_on_a_terminal_the_bar_shows_no_evaluation_queued_after_a_failed_run(tiny):
+    bars, _ = failed_last_on_a_terminal(tiny)
+    assert "evaluations 3 done, 0 running, 0 queued, 0 failed, 1 skipped" in bars[-1], bars[-1]
+
+
+def test_on_a_terminal_the_bar_names_the_running_runs(tiny):
+    bars, root = failed_last_on_a_terminal(tiny)
+    for setting, seed in ((1, 1), (1, 2), (2, 1), (2, 2)):
+        assert any(f"running: {root}/tiny/s{setting}-seed{seed}" in bar for bar in bars), bars
+
+
+def test_the_time_left_of_a_requeued_run_is_its_estimate_less_what_it_ran(monkeypatch):
+    """A SLURM job requeued (running, then queued, then running again) resumes its run from its
+    checkpoint: the time left keeps the run's estimate, less the time it has run (hand computed)."""
+    import io
+    import types
+
+    from sweep import progress as progress_module
+
+    clock = [0.0]
+    monkeypatch.setattr(progress_module, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    progress = progress_module.Progress(2, 0, 1, io.StringIO())
+    progress.expect("a", 600.0)
+    progress.expect("b", 600.0)
+    progress.move("runs", "a", "queued", "running", "")
+    clock[0] = 240.0
+    progress.move("runs", "a", "running", "queued", "requeued")
+    clock[0] = 300.0
+    progress.move("runs", "a", "queued", "running", "")
+    clock[0] = 360.0  # a: 600 - 240 - 60 = 300 s left; b: 600 s
+    assert progress.time_left() == "about 15 min left"
+    clock[0] = 660.0
+    progress.move("runs", "a", "running", "done", "")  # 240 + 360 s for a run estimated at 600 s: rate 1
+    progress.move("runs", "b", "queued", "running", "")
+    clock[0] = 720.0
+    assert progress.time_left() == "about 9 min left"

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from .conftest import DATA, REPO, run_table, start_table, table_script
+from .conftest import DATA, REPO, run_table, start_table, table_script, timed_launcher
 
 pytestmark = pytest.mark.e2e
 
@@ -136,6 +136,8 @@ def test_slurm_executor_prints_the_sequential_table_through_a_requeue(tiny_table
     log = (run / "_logs" / "train.log").read_text()
     assert "error: SIGTERM stopped the run at step" in log and f"resuming from {run / 'checkpoint-'}" in log
     assert log.count("[sweep] exit status") == 2  # two attempts, the first stopped (143), the second finished
+    # every run has an estimate (its --max_steps): the requeued one keeps it
+    assert "time left unknown" not in err
     assert subprocess.run(["squeue", "--noheader"], env=env, capture_output=True, text=True).stdout == ""
 
 
@@ -155,3 +157,81 @@ def test_slurm_refuses_a_partition_it_does_not_know(tiny_table, slurm_cluster, t
         "  hint: its partitions: debug",
     ]
     assert not (tmp_path / "tiny").exists()
+
+
+def slurm_table(tmp_path, slurm_cluster, **env):
+    """A table of one run (the stand-in launcher, which trains for $RUN_SECONDS) and its evaluation, and
+    its environment for the single-node SLURM."""
+    base, log = timed_launcher(tmp_path)
+    body = (
+        "train run_simcse.py $results_root/one/run 64 configs/simcse_bert_base.yaml\n"
+        "evaluate $results_root/one/run $results_root/one/run/result.json touch $results_root/one/run/result.json\n"
+        "show echo table"
+    )
+    script = table_script(tmp_path / "one.sh", body)
+    return script, {**base, "SLURM_CONF": slurm_cluster["SLURM_CONF"], **env}, log
+
+
+@pytest.mark.parametrize(
+    "setting, said, asked",
+    [
+        (
+            ["--slurm_gpus_per_job", "0", "--slurm_option", "constraint=nvlink"],
+            "Invalid feature specification",
+            "--constraint=nvlink",
+        ),
+        (["--slurm_gpus_per_job", "1"], "Invalid generic resource (gres) specification", "--gpus-per-node=1"),
+    ],
+    ids=["unknown-constraint", "gpus-on-a-cluster-without"],
+)
+def test_slurm_refuses_settings_sbatch_rejects_before_anything_is_written(
+    slurm_cluster, tmp_path, setting, said, asked
+):
+    """SLURM itself refuses the jobs' options (sbatch --test-only): one line, what the jobs ask and what
+    the partitions offer, exit 2, nothing submitted or written."""
+    script, env, log = slurm_table(tmp_path, slurm_cluster)
+    before = subprocess.run(["squeue", "--noheader"], env=env, capture_output=True, text=True).stdout
+    proc = run_table(env, script, "--executor", "slurm", "--slurm_partition", "debug", "--slurm_time", "5", *setting)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    error, hint = proc.stderr.strip().splitlines()
+    assert error.startswith("error: SLURM refuses the sweep's jobs: ") and said in error
+    assert hint.startswith("  hint: the jobs ask --partition=debug --time=5 ") and asked in hint
+    assert "the partitions offer: debug" in hint
+    assert not os.path.exists(env["RESULT_ROOT"]) and not log.exists()
+    assert subprocess.run(["squeue", "--noheader"], env=env, capture_output=True, text=True).stdout == before
+
+
+def test_a_rerun_that_follows_the_slurm_jobs_says_it_follows_them(slurm_cluster, tmp_path):
+    """The same command again while its jobs are in SLURM submits nothing, and says so."""
+    script, env, log = slurm_table(tmp_path, slurm_cluster, RUN_SECONDS="300")
+    args = ["--executor", "slurm", "--slurm_partition", "debug", "--slurm_gpus_per_job", "0", "--slurm_no_wait"]
+    first = run_table(env, script, *args)
+    assert first.returncode == 0, first.stderr
+    run = os.path.join(env["RESULT_ROOT"], "one", "run")
+    job = json.loads(open(os.path.join(run, "_logs", "slurm_job")).read())["job_id"]
+    state = os.path.join(env["RESULT_ROOT"], "one", "_sweep", "one")
+    table = json.loads(open(os.path.join(state, "table_job")).read())["job_id"]
+    try:
+        assert first.stderr.startswith("submitted to SLURM: 2 job(s) and the table's")
+        again = run_table(env, script, *args)
+        assert again.returncode == 0, again.stderr
+        assert again.stderr.startswith(
+            f"following 2 job(s) submitted before, still in SLURM, and the table's job ({table}); nothing submitted; "
+        ), again.stderr
+        assert json.loads(open(os.path.join(run, "_logs", "slurm_job")).read())["job_id"] == job
+    finally:
+        evaluations = json.loads(open(os.path.join(run, "_logs", "slurm_evaluations")).read())["job_id"]
+        subprocess.run(["scancel", job, evaluations, table], env=env, check=True)
+
+
+def test_a_failed_slurm_run_s_evaluation_is_counted_skipped(slurm_cluster, tmp_path):
+    """The run's job fails; SLURM cancels its evaluation's job (afterok): the progress counts the
+    evaluation skipped, not queued, nor failed."""
+    script, env, log = slurm_table(tmp_path, slurm_cluster, FAIL_RUN="run")
+    args = ["--executor", "slurm", "--slurm_partition", "debug", "--slurm_gpus_per_job", "0", "--slurm_time", "5"]
+    proc = run_table(env, script, *args, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("runs ")]
+    assert progress[-1].startswith(
+        "runs 0 done, 0 running, 0 queued, 1 failed; evaluations 0 done, 0 running, 0 queued, 0 failed, 1 skipped"
+    ), progress
