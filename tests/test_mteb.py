@@ -140,7 +140,7 @@ def test_a_task_that_needs_the_hub_is_refused_offline_before_any_encoding(capsys
         capsys,
         senteval_eval.main,
         ["--model_name_or_path", tiny_bert, "--protocol", "mteb", "--mteb_tasks", "STS12,STS22"]
-        + ["--mteb_output_dir", str(out), "--output_json", str(tmp_path / "r.json")],
+        + ["--mteb_output_dir", str(out), "--output_json", str(tmp_path / "r.json"), "--senteval_data_dir", SENTEVAL],
     )
     assert error.startswith(
         "error: MTEB task STS22 needs the Hugging Face hub and the hub is offline (HF_HUB_OFFLINE=1)"
