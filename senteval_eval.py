@@ -27,7 +27,7 @@ import torch
 from cse.arguments import check_output_file
 from cse.atomic import write_json
 from cse.environment import check_min_versions, collect_environment
-from cse.errors import CSEUsageError, run_cli
+from cse.errors import CSEUsageError, nearest_existing, run_cli
 from cse.evaluation import MODES, TASK_SETS, evaluate, mteb_protocol
 from cse.evaluation.analysis import stsb_analysis
 from cse.model_card import add_eval_results
@@ -140,8 +140,14 @@ def check_mteb_args(args) -> None:
                 hint="name a folder: --mteb_output_dir DIR",
             )
         args.mteb_output_dir = os.path.join(args.model_name_or_path, "mteb_results")
-    if os.path.exists(args.mteb_output_dir) and not os.path.isdir(args.mteb_output_dir):
-        raise CSEUsageError(f"--mteb_output_dir {args.mteb_output_dir} is a file", hint="name a folder")
+    existing = nearest_existing(args.mteb_output_dir)
+    if not os.path.isdir(existing):
+        raise CSEUsageError(f"--mteb_output_dir {args.mteb_output_dir}: {existing} is a file", hint="name a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise CSEUsageError(
+            f"--mteb_output_dir {args.mteb_output_dir} cannot be written by this user",
+            hint="choose a folder you may write",
+        )
     args.mteb_tasks = mteb_protocol.parse_task_names(args.mteb_tasks or ",".join(mteb_protocol.OFFLINE_TASKS))
 
 

@@ -159,6 +159,10 @@ def test_a_task_that_needs_the_hub_is_refused_offline_before_any_encoding(capsys
         ("--protocol mteb --analysis", "error: --analysis and --tasks are options of the SentEval evaluation"),
         ("--protocol mteb --mteb_tasks STS99", "error: --mteb_tasks: 'STS99' not found. Did you mean: 'STSB'?"),
         ("--protocol mteb --mteb_tasks ,", "error: --mteb_tasks ',' names no task"),
+        (
+            "--protocol mteb --mteb_output_dir /proc/version/m",
+            "error: --mteb_output_dir /proc/version/m: /proc/version is a file",
+        ),
     ],
 )
 def test_mteb_options_that_do_not_fit_are_refused(capsys, tiny_bert, tmp_path, flags, said):
