@@ -5,6 +5,14 @@
 
 prints the papers' table (Spearman x 100; transfer tasks: accuracy x 100) and, with --output_json,
 writes every figure. --analysis adds alignment, uniformity and the largest angle on STS-B.
+
+    python senteval_eval.py --model_name_or_path result/my-simcse --protocol both
+    python senteval_eval.py --model_name_or_path result/my-simcse --protocol mteb --mteb_tasks STS12,SciFact
+
+--protocol mteb evaluates the same encoder with mteb (cse/evaluation/mteb_protocol.py): the seven STS
+tasks from the local SentEval files (no hub needed), any other MTEB task from the hub; its results go
+to --mteb_output_dir in mteb's layout, and into the model card's model-index when the model directory
+holds one written by cse. --protocol both prints the two rows side by side.
 """
 
 from __future__ import annotations
@@ -19,15 +27,17 @@ import torch
 from cse.arguments import check_output_file
 from cse.atomic import write_json
 from cse.environment import check_min_versions, collect_environment
-from cse.errors import run_cli
-from cse.evaluation import MODES, TASK_SETS, evaluate
+from cse.errors import CSEUsageError, nearest_existing, run_cli
+from cse.evaluation import MODES, TASK_SETS, evaluate, mteb_protocol
 from cse.evaluation.analysis import stsb_analysis
+from cse.model_card import add_eval_results
 from cse.modeling import CSE_CONFIG_NAME, load_model
 from cse.paths import senteval_dir
 from cse.pooling import POOLERS
 from cse.ranges import at_least, check_values, seed
 from cse.results import markdown_table
 
+PROTOCOLS = ("senteval", "mteb", "both")
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 # The values of the numeric flags that make sense (cse.ranges), checked before any work.
 RANGES = {
@@ -69,6 +79,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="autocast dtype for the encoder (GPU)")
+    mteb = parser.add_argument_group("MTEB (--protocol mteb or both)")
+    mteb.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="senteval",
+        help="senteval (default), mteb, or both (the two rows side by side)",
+    )
+    mteb.add_argument(
+        "--mteb_tasks",
+        default=None,
+        help=f"comma-separated MTEB task names (default {','.join(mteb_protocol.OFFLINE_TASKS)}, which need no hub)",
+    )
+    mteb.add_argument(
+        "--mteb_source",
+        choices=mteb_protocol.SOURCES,
+        default="local",
+        help="local (default): the seven STS tasks from the SentEval files, other tasks from the hub; "
+        "hub: every task from the hub",
+    )
+    mteb.add_argument(
+        "--mteb_output_dir",
+        default=None,
+        help="mteb's result folder (ResultCache layout; default: <model directory>/mteb_results)",
+    )
     return parser
 
 
@@ -79,13 +113,54 @@ def parse_args(argv=None):
     check_values(vars(args), RANGES)
     if args.output_json:
         check_output_file(args.output_json, "--output_json")
+    check_mteb_args(args)
     return args
+
+
+def check_mteb_args(args) -> None:
+    """The MTEB options make sense together: given only with --protocol mteb or both, MTEB's test
+    splits only (no --mode dev), a result folder known; the task names are mteb's."""
+    if args.protocol == "senteval":
+        given = [f"--{k}" for k in ("mteb_tasks", "mteb_output_dir") if getattr(args, k) is not None]
+        given += ["--mteb_source"] if args.mteb_source != "local" else []
+        if given:
+            raise CSEUsageError(f"{given[0]} is an option of the MTEB evaluation", hint="add --protocol mteb (or both)")
+        return
+    if args.mode == "dev":
+        raise CSEUsageError("MTEB evaluates its tasks' test splits: no --mode dev", hint="drop --mode dev")
+    if args.protocol == "mteb" and (args.analysis or args.tasks):
+        raise CSEUsageError(
+            "--analysis and --tasks are options of the SentEval evaluation",
+            hint="use --protocol both, or --mteb_tasks for MTEB's tasks",
+        )
+    if args.mteb_output_dir is None:
+        if not os.path.isdir(args.model_name_or_path):
+            raise CSEUsageError(
+                f"{args.model_name_or_path} is no local directory to keep MTEB's results in",
+                hint="name a folder: --mteb_output_dir DIR",
+            )
+        args.mteb_output_dir = os.path.join(args.model_name_or_path, "mteb_results")
+    existing = nearest_existing(args.mteb_output_dir)
+    if not os.path.isdir(existing):
+        raise CSEUsageError(f"--mteb_output_dir {args.mteb_output_dir}: {existing} is a file", hint="name a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise CSEUsageError(
+            f"--mteb_output_dir {args.mteb_output_dir} cannot be written by this user",
+            hint="choose a folder you may write",
+        )
+    args.mteb_tasks = mteb_protocol.parse_task_names(args.mteb_tasks or ",".join(mteb_protocol.OFFLINE_TASKS))
 
 
 def main(argv=None) -> dict:
     check_min_versions()
     args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    # the hub's MTEB tasks are loaded (or refused, offline) before the model and any encoding
+    mteb_tasks = (
+        mteb_protocol.resolve_tasks(args.mteb_tasks, args.senteval_data_dir, args.mteb_source)
+        if args.protocol != "senteval"
+        else []
+    )
     model = load_model(args.model_name_or_path, pooler_type=args.pooler).to(args.device)
     start = time.perf_counter()
 
@@ -94,27 +169,27 @@ def main(argv=None) -> dict:
             sentences, batch_size=args.batch_size, max_length=args.max_seq_length, autocast_dtype=DTYPES[args.dtype]
         ).numpy()
 
-    report = evaluate(
-        encode,
-        task_set=args.task_set,
-        mode=args.mode,
-        senteval_data_dir=args.senteval_data_dir,
-        seed=args.seed,
-        classifier_device=args.device,
-        tasks=args.tasks,
-        progress=True,
-    )
+    report = {}
+    if args.protocol != "mteb":
+        options = {"seed": args.seed, "classifier_device": args.device, "tasks": args.tasks, "progress": True}
+        report = evaluate(encode, args.task_set, args.mode, args.senteval_data_dir, **options)
     if args.analysis:
         report["analysis"] = stsb_analysis(encode, args.mode, senteval_dir(args.senteval_data_dir))
+    name = os.path.basename(os.path.normpath(args.model_name_or_path))
+    if mteb_tasks:
+        mteb_report = run_mteb(args, model, encode, mteb_tasks)
+        if args.protocol == "mteb":
+            report = mteb_report
+        else:
+            report["mteb"] = mteb_report
+            report["score_groups"][mteb_protocol.GROUP] = mteb_report["scores"]
     report.update(
         model=args.model_name_or_path,
         pooler=model.pooler_type,
         seconds=round(time.perf_counter() - start, 2),
         environment=collect_environment(precision=args.dtype),
     )
-    name = os.path.basename(os.path.normpath(args.model_name_or_path))
-    for scores in report["score_groups"].values():
-        print(markdown_table({name: scores}, list(scores)))
+    print_tables(report, name, args.protocol)
     if args.analysis:
         analysis = {k: report["analysis"][k] for k in ("alignment", "uniformity", "largest_angle")}
         print(markdown_table({name: analysis}, list(analysis)))
@@ -122,6 +197,38 @@ def main(argv=None) -> dict:
         os.makedirs(os.path.dirname(os.path.abspath(args.output_json)), exist_ok=True)
         write_json(args.output_json, report)
     return report
+
+
+def run_mteb(args, model, encode, tasks) -> dict:
+    """The MTEB report of ``model`` on ``tasks`` (see :mod:`cse.evaluation.mteb_protocol`); its
+    scores also go into the model card's ``model-index`` when the model directory holds a card of cse's."""
+    encoder = mteb_protocol.make_encoder(
+        encode, mteb_protocol.model_name(args.model_name_or_path), getattr(model.config, "hidden_size", None)
+    )
+    results = mteb_protocol.run(encoder, tasks, args.mteb_output_dir)
+    report = mteb_protocol.report_of(results, os.path.abspath(args.mteb_output_dir))
+    if os.path.isdir(args.model_name_or_path):
+        card = add_eval_results(args.model_name_or_path, mteb_protocol.eval_results(results))
+        if card:
+            report["model_card"] = card
+            logging.getLogger(__name__).info("MTEB scores written into the model card's model-index: %s", card)
+    return report
+
+
+def print_tables(report: dict, name: str, protocol: str) -> None:
+    """Each score kind's table; with both protocols, SentEval's STS row and MTEB's row in one table
+    (MTEB's SICK-R scores all 9,927 SICK pairs, SentEval's its test split)."""
+    groups = dict(report["score_groups"])
+    if protocol == "both":
+        senteval_scores, mteb = groups.pop("sts", None), groups.pop(mteb_protocol.GROUP)
+        rows = {f"{name} (MTEB)": mteb}
+        if senteval_scores is not None:
+            rows = {f"{name} (SentEval)": senteval_scores, **rows}
+        columns = list(dict.fromkeys([*(senteval_scores or {}), *mteb]))
+        columns.remove("Avg.")
+        print(markdown_table(rows, [*columns, "Avg."]))
+    for scores in groups.values():
+        print(markdown_table({name: scores}, list(scores)))
 
 
 if __name__ == "__main__":

@@ -194,3 +194,31 @@ def push_encoder(output_dir: str, repo_id: str, token: str | None = None, revisi
         revision=revision,
         ignore_patterns=PUSH_IGNORE,
     )
+
+
+def is_cse_card(path: str) -> bool:
+    """Whether ``path`` is a model card :func:`write_model_card` wrote (its tags hold ``cse``)."""
+    return os.path.isfile(path) and "cse" in (ModelCard.load(path).data.tags or [])
+
+
+def add_eval_results(export_dir: str, eval_results: Sequence) -> str | None:
+    """Put ``eval_results`` (``huggingface_hub.EvalResult``, e.g. MTEB's) into the ``model-index`` of
+    the card in ``export_dir``, as the hub's leaderboards read it, replacing earlier results of the
+    same dataset, split and metric and keeping the others; atomically. A card that cse did not write,
+    or none, is left alone (returns ``None``); else returns its path."""
+    path = os.path.join(export_dir, MODEL_CARD_NAME)
+    if not eval_results or not is_cse_card(path):
+        return None
+    card = ModelCard.load(path)
+
+    def key(result):
+        return (result.dataset_type, result.dataset_config, result.dataset_split, result.metric_type)
+
+    new = {key(r) for r in eval_results}
+    kept = [r for r in card.data.eval_results or [] if key(r) not in new]
+    card.data.eval_results = kept + list(eval_results)
+    # the hub's model-index needs a model name: the export's folder unless the card already has one
+    card.data.model_name = card.data.model_name or os.path.basename(os.path.normpath(export_dir))
+    with atomic_path(path) as tmp:
+        card.save(tmp)
+    return path

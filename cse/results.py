@@ -227,6 +227,34 @@ def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str],
     return "\n\n".join(out)
 
 
+# What ``senteval_eval.py --protocol mteb`` writes in a run's folder under the table scripts' --mteb.
+MTEB_RESULTS = "mteb_test_results.json"
+MTEB_TITLE = "MTEB (main score x 100; its SICK-R scores all 9,927 SICK pairs, SentEval's the 4,927 test pairs)"
+
+
+def mteb_table(paths: Sequence[str], missing_ok: bool = False, names: Sequence[str] | None = None) -> str:
+    """The MTEB scores of the runs ``paths`` name (run directories, or result JSONs whose folder is
+    the run), from each run's :data:`MTEB_RESULTS`: one row per group of seeds (mean ± std), a group
+    with a run lacking them ``missing`` (with ``missing_ok``; else refused). ``names`` rename the groups."""
+    run_dirs = dict.fromkeys(p if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in paths)
+    groups = collect_runs([os.path.join(d, MTEB_RESULTS) for d in run_dirs], missing_ok=missing_ok)
+    if names is not None:
+        groups = dict(zip(names, groups.values()))
+    rows, columns = {}, None
+    for group, seeds in groups.items():
+        scores = [seed.get("mteb") for seed in seeds]
+        if any(s is None for s in scores):
+            absent = sum(s is None for s in scores)
+            name = f"{group} ({absent} of {len(seeds)} seeds missing)" if len(seeds) > 1 else f"{group} (missing)"
+            rows[name] = None
+            continue
+        columns = columns or list(scores[0])
+        rows[group if len(seeds) == 1 else f"{group} ({len(seeds)} seeds)"] = aggregate_seeds(scores)
+    columns = columns or ["Avg."]
+    rows = {name: {c: MISSING for c in columns} if row is None else row for name, row in rows.items()}
+    return f"{MTEB_TITLE}\n\n{markdown_table(rows, columns)}"
+
+
 def format_environment(environment: Mapping) -> str:
     """An ``environment`` block (:func:`cse.environment.collect_environment`) as aligned lines."""
     git = environment.get("git")
@@ -288,6 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="two JSONs side by side (e.g. before and after training) and their difference per column",
     )
     parser.add_argument(
+        "--mteb",
+        action="store_true",
+        help=f"also the runs' MTEB table (each run folder's {MTEB_RESULTS}, senteval_eval.py --protocol mteb)",
+    )
+    parser.add_argument(
         "--missing",
         choices=("error", "mark"),
         default="error",
@@ -299,6 +332,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.mteb and (args.environment or args.difference):
+        parser.error("--mteb adds the runs' MTEB table to a result table: no --environment or --difference")
+    print_tables(parser, args)
+    if args.mteb:
+        names = args.name if args.runs and args.name is not None else None
+        print(f"\n{mteb_table(args.result_json, missing_ok=args.missing == 'mark', names=names)}")
+
+
+def print_tables(parser: argparse.ArgumentParser, args) -> None:
+    """The table(s) the arguments ask for, printed."""
     if args.difference and (args.runs or args.paper_row or args.environment):
         parser.error("--difference compares two result JSONs: no --runs, --paper_row or --environment")
     if args.environment:

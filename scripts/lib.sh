@@ -31,6 +31,12 @@ _record() {
 # interrupted one resumes from its last checkpoint; a finished run with other arguments is refused.
 train() {
     _record train "$@"
+    # the driver's --mteb: each run is evaluated with MTEB too (senteval_eval.py --protocol mteb; its seven
+    # STS tasks from the SentEval files), and the table has an MTEB table
+    if [ -n "${CSE_SWEEP_MTEB:-}" ]; then
+        evaluate "$2" "$2/mteb_test_results.json" python senteval_eval.py --model_name_or_path "$2" --protocol mteb \
+            --output_json "$2/mteb_test_results.json"
+    fi
 }
 
 # evaluate MODEL_DIR OUTPUT CMD...: CMD evaluates the run trained into MODEL_DIR (after it, in the
@@ -51,9 +57,9 @@ show() {
 }
 
 # tabulate ARGS...: `python -m cse.results ARGS...` in the printed table; a result a failed run did not
-# write is a missing cell, not an error.
+# write is a missing cell, not an error. With the driver's --mteb, the runs' MTEB scores as a table too.
 tabulate() {
-    show python -m cse.results "$@" --missing mark
+    show python -m cse.results "$@" --missing mark ${CSE_SWEEP_MTEB:+--mteb}
 }
 
 # require_file VAR WHAT: the file named by the variable VAR must exist (WHAT says what it holds). A plan

@@ -24,7 +24,7 @@ from cse.errors import CSEUsageError
 
 from .flags import check_run_flags
 from .plan import plan_tables, table_scripts
-from .record import REPO, TableRefused
+from .record import MTEB_ENV, REPO, TableRefused
 from .report import plan_text
 
 EXECUTORS = ("sequential", "gpus", "slurm")
@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--executor",
         default="sequential",
         help="sequential (default: one job after another), gpus (one job per GPU at a time) or slurm",
+    )
+    parser.add_argument(
+        "--mteb",
+        action="store_true",
+        help="also evaluate each run with MTEB (senteval_eval.py --protocol mteb) and print an MTEB table",
     )
     parser.add_argument("--gpus", help="gpus: the GPU ids to use, e.g. 0,1,2,3 (default: CUDA_VISIBLE_DEVICES, or all)")
     parser.add_argument("--max_parallel", type=int, help="gpus and slurm: at most this many jobs at once")
@@ -215,6 +220,9 @@ def main(argv=None) -> int:
     if args.executor == "gpus" and (args.gpus is not None or not args.plan):
         slots = gpu_slots(args.gpus, processes, args.max_parallel)
     scripts = resolve_tables(names)
+    # the table scripts read it while they are recorded (scripts/lib.sh)
+    record_env = {key: value for key, value in os.environ.items() if key != MTEB_ENV}
+    record_env.update({MTEB_ENV: "1"} if args.mteb else {})
     os.chdir(REPO)  # the tables name their directories relative to the repository, as their scripts run there
     if len(scripts) > 1 and os.environ.get("OUTPUT_DIR"):
         raise CSEUsageError(
@@ -222,7 +230,7 @@ def main(argv=None) -> int:
             hint="unset OUTPUT_DIR; RESULT_ROOT moves every table's directories",
         )
     try:
-        plan = plan_tables(scripts, run_flags, plan_only=args.plan)
+        plan = plan_tables(scripts, run_flags, env=record_env, plan_only=args.plan)
     except TableRefused as refused:
         sys.stderr.write(refused.stderr)
         return refused.status

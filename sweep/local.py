@@ -22,7 +22,7 @@ from . import estimate
 from .plan import Plan
 from .progress import Progress
 from .report import end
-from .steps import STOP_GRACE_S, Job, evaluation_job, link, run_tables, stop_group, train_job
+from .steps import STOP_GRACE_S, TABLE_NAME, Job, evaluation_job, link, state_dir, stop_group, train_job, write_tables
 
 # The loop sleeps until a child ends or a signal comes (SIGCHLD through a wakeup pipe), at most this long
 POLL_S = 2.0
@@ -170,4 +170,5 @@ def run_local(plan: Plan, slots: list[str | None], processes: int, env: dict) ->
         )
         print("  hint: rerun the same command to finish the table", file=sys.stderr)
         return 128 + stopped if not status else status
-    return end(executor.failures + run_tables(plan, env, sys.stdout))
+    table = os.path.join(state_dir(plan), TABLE_NAME)
+    return end(executor.failures + write_tables(plan, env, table, echo=sys.stdout))

@@ -17,6 +17,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORD_ENV = "CSE_SWEEP_RECORD"
 # set while recording for --plan: a missing input file is noted instead of refused
 PLAN_ONLY_ENV = "CSE_SWEEP_PLAN_ONLY"
+# set while recording with the driver's --mteb: each run is evaluated with MTEB too (scripts/lib.sh)
+MTEB_ENV = "CSE_SWEEP_MTEB"
 # the table's own output directory; the other tables of a plan are recorded without it
 OUTPUT_DIR_ENV = "OUTPUT_DIR"
 

@@ -36,16 +36,19 @@ from .plan import LOGS_NAME, Plan
 from .progress import Progress
 from .report import end
 from .steps import (
+    FIGURE_NAME,
     STOP_GRACE_S,
+    TABLE_NAME,
     Failure,
     Job,
     evaluation_job,
     link,
     recorded_status,
     run_job,
-    run_tables,
+    state_dir,
     stop_group,
     train_job,
+    write_tables,
 )
 
 POLL_S = 5.0
@@ -273,26 +276,10 @@ class TableJob:
         self.plan, self.path = plan, path
 
     def __call__(self) -> int:
-        tmp = self.path + ".partial"
-        with open(tmp, "w", encoding="utf-8") as out:
-            failures = run_tables(self.plan, dict(os.environ), out)
-        os.replace(tmp, self.path)
+        failures = write_tables(self.plan, dict(os.environ), self.path)
         if failures:
             raise RuntimeError("; ".join(f.lines()[0] for f in failures))
         return 0
-
-
-def _state_dir(plan: Plan) -> str:
-    """``<the runs' common folder>/_sweep/<table>``: the submitit files and the printed table."""
-    parents = [os.path.dirname(os.path.abspath(node.directory)) for node in plan.nodes] or [os.getcwd()]
-    table = plan.tables[0]
-    if len(plan.tables) > 1:
-        name = f"{len(plan.tables)}-tables"
-    elif table.script.startswith("scripts" + os.sep):
-        name = table.name.replace("/", "-")
-    else:
-        name = os.path.basename(table.script).removesuffix(".sh")
-    return os.path.join(os.path.commonpath(parents), "_sweep", name)
 
 
 def _record(directory: str, kind: str) -> str:
@@ -339,7 +326,7 @@ class SlurmExecutor:
         return executor.submit(function).job_id
 
     def run(self, plan: Plan) -> int:
-        state = _state_dir(plan)
+        state = state_dir(plan)
         os.makedirs(state, exist_ok=True)
         for node in plan.nodes:
             link(node)
@@ -373,13 +360,14 @@ class SlurmExecutor:
             ids[("evaluations", directory)] = self._submit(executor, SweepJob(job), run_id and f"afterok:{run_id}")
             _keep_id(_record(directory, "evaluations"), ids[("evaluations", directory)])
             submitted += 1
-        table_path = os.path.join(state, "table.txt")
+        table_path = os.path.join(state, TABLE_NAME)
         table_submitted = bool(submitted) or "table" not in ids
         if table_submitted:
             if "table" in ids:  # it would not wait for the jobs just submitted
                 subprocess.run(["scancel", ids.pop("table")], check=False)
-            if os.path.exists(table_path):
-                os.remove(table_path)
+            for stale in (table_path, os.path.join(state, FIGURE_NAME)):  # the table job writes them anew
+                if os.path.exists(stale):
+                    os.remove(stale)
             others = [job_id for key, job_id in ids.items() if key != "table"]
             table_executor = make_executor(self.settings, folder, 0)
             ids["table"] = self._submit(

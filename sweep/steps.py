@@ -288,6 +288,50 @@ def run_job(job: Job, env: dict, started=None) -> tuple[int, Step | None]:
     return 0, None
 
 
+# the figure of a table script's printed tables (python -m cse.plots table), beside its table.txt
+TABLE_NAME, FIGURE_NAME = "table.txt", "table.png"
+
+
+def state_dir(plan) -> str:
+    """``<the runs' common folder>/_sweep/<table>``: the printed table, its figure and the SLURM
+    executor's files."""
+    parents = [os.path.dirname(os.path.abspath(node.directory)) for node in plan.nodes] or [os.getcwd()]
+    table = plan.tables[0]
+    if len(plan.tables) > 1:
+        name = f"{len(plan.tables)}-tables"
+    elif table.script.startswith("scripts" + os.sep):
+        name = table.name.replace("/", "-")
+    else:
+        name = os.path.basename(table.script).removesuffix(".sh")
+    return os.path.join(os.path.commonpath(parents), "_sweep", name)
+
+
+def write_tables(plan, env: dict, path: str, echo=None) -> list[Failure]:
+    """:func:`run_tables` into ``path`` (whole or not at all: written beside, then renamed), its text
+    also on ``echo``; then, when the tables are result tables (``python -m cse.results``), their figure
+    beside it (:data:`FIGURE_NAME`, ``python -m cse.plots table``)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".partial"
+    with open(tmp, "w", encoding="utf-8") as out:
+        failures = run_tables(plan, env, out)
+    with open(tmp, encoding="utf-8") as f:
+        text = f.read()
+    os.replace(tmp, path)
+    if echo is not None:
+        echo.write(text)
+        echo.flush()
+    shows_results = any(command[1:3] == ("-m", "cse.results") for t in plan.tables for command in t.show)
+    if shows_results and "|---" in text:  # a table none of whose runs finished prints none
+        figure = os.path.join(os.path.dirname(path), FIGURE_NAME)
+        command = ["python", "-m", "cse.plots", "table", figure, path]
+        status = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL).returncode
+        if status != 0:
+            failures.append(Failure(f"the figure of the table: {shlex.join(command)}", status, None, []))
+        else:
+            print(f"the table and its figure: {path}, {figure}", file=sys.stderr, flush=True)
+    return failures
+
+
 def run_tables(plan, env: dict, stdout) -> list[Failure]:
     """Run the commands of each table of ``plan`` in order, their output on ``stdout`` (a heading per
     table when there are several). A table none of whose runs finished prints nothing but a line on

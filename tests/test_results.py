@@ -82,3 +82,35 @@ def test_seeds_beside_the_paper_row_as_mean_and_sample_std(tmp_path, capsys):
     assert results.aggregate_seeds(seeds[:1]) == seeds[0]
     with pytest.raises(ValueError):
         results.aggregate_seeds([])
+
+
+def test_mteb_prints_the_runs_mteb_table_beside_the_sentEval_one(tmp_path, capsys):
+    """--mteb: each run folder's mteb_test_results.json, seeds as mean ± std (hand-computed), a run
+    without them missing; the SentEval table as it was."""
+
+    def run(name, sts, mteb=None):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "sts_test_results.json").write_text(json.dumps({"scores": {"STS12": sts, "Avg.": sts}}))
+        if mteb is not None:
+            scores = {"STS12": mteb, "SICK-R": mteb + 2, "Avg.": mteb + 1}
+            (folder / "mteb_test_results.json").write_text(
+                json.dumps({"scores": scores, "score_groups": {"mteb": scores}})
+            )
+        return str(folder)
+
+    runs = [run("a-seed1", 70.0, 71.0), run("a-seed2", 72.0, 73.0), run("b", 60.0)]
+    results.main(["--runs", *runs, "--missing", "mark"])
+    plain = capsys.readouterr().out
+    results.main(["--runs", *runs, "--missing", "mark", "--mteb"])
+    out = capsys.readouterr().out
+    assert out.startswith(plain) and "MTEB" not in plain
+    assert out[len(plain) :] == (
+        f"\n{results.MTEB_TITLE}\n\n"
+        "| Model | STS12 | SICK-R | Avg. |\n|---|---:|---:|---:|\n"
+        "| a (2 seeds) | 72.00 ± 1.41 | 74.00 ± 1.41 | 73.00 ± 1.41 |\n"
+        "| b (missing) | missing | missing | missing |\n"
+    )
+    # the JSONs of a table are their runs too
+    results.main([f"{runs[0]}/sts_test_results.json", "--mteb"])
+    assert "| a | 71.00 | 73.00 | 72.00 |" in capsys.readouterr().out

@@ -481,3 +481,44 @@ def test_the_time_left_of_a_requeued_run_is_its_estimate_less_what_it_ran(monkey
     progress.move("runs", "b", "queued", "running", "")
     clock[0] = 720.0
     assert progress.time_left() == "about 9 min left"
+
+
+def test_the_table_is_written_with_its_figure_beside_it(tiny):
+    """The sequential executor prints the table and writes it, and its figure, under the runs' folder:
+    the figure's bars are the table's means, its error bars the seeds' spread."""
+    from cse import plots
+
+    script, env, _ = tiny
+    proc = run_table(env, script)
+    assert proc.returncode == 0, proc.stderr
+    state = os.path.join(env["RESULT_ROOT"], "tiny", "_sweep", "tiny")
+    with open(os.path.join(state, "table.txt"), encoding="utf-8") as f:
+        assert f.read() == proc.stdout == TABLE
+    with open(os.path.join(state, "table.png"), "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert f"the table and its figure: {state}/table.txt, {state}/table.png" in proc.stderr
+    fig = plots.table_figure(plots.read_tables(TABLE))
+    bars = {p.get_gid(): p.get_height() for p in fig.axes[0].patches}
+    # seeds 11, 12 and 21, 22 (TINY's scores), Avg. one more
+    assert bars == {
+        "s1 (2 seeds)|STS12|ours": 11.5,
+        "s1 (2 seeds)|Avg.|ours": 12.5,
+        "s2 (2 seeds)|STS12|ours": 21.5,
+        "s2 (2 seeds)|Avg.|ours": 22.5,
+    }
+
+
+def test_mteb_adds_an_mteb_evaluation_of_each_run_and_an_mteb_table(tiny):
+    script, env, _ = tiny
+    proc = run_table(env, script, "--mteb", "--plan")
+    assert proc.returncode == 0, proc.stderr
+    root = os.path.join(env["RESULT_ROOT"], "tiny")
+    for run in ("s1-seed1", "s1-seed2", "s2-seed1", "s2-seed2"):
+        out = f"{root}/{run}"
+        assert (
+            f"then: mteb_test_results.json: python senteval_eval.py --model_name_or_path {out} --protocol mteb "
+            f"--output_json {out}/mteb_test_results.json"
+        ) in proc.stdout
+    assert "--missing mark --mteb" in proc.stdout
+    plain = run_table(env, script, "--plan")
+    assert "--protocol mteb" not in plain.stdout and "--mteb" not in plain.stdout
