@@ -214,7 +214,9 @@ def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, en
         tools.mkdir()
         for tool in ("bash", "dirname"):
             (tools / tool).symlink_to(subprocess.check_output(["which", tool], text=True).strip())
-        (tools / "python3").symlink_to(sys.executable)
+        # this interpreter with its packages (a link to it outside its environment would lose them)
+        (tools / "python3").write_text(f"#!/bin/bash\nexec {sys.executable} \"$@\"\n")
+        (tools / "python3").chmod(0o755)
         env = {"PATH": str(tools)}
     proc = run_table({**base, **env}, script, *args)
     assert proc.returncode == 2 and proc.stdout == ""
