@@ -522,23 +522,40 @@ def fake_tools(tmp_path):
 
 def timed_launcher(tmp_path):
     """A stand-in ``accelerate`` for the executors' tests: it logs ``start|end|term DIR GPUS TIME`` to
-    $LAUNCH_LOG, trains for $RUN_SECONDS (default 0.3) and leaves a finished run; SIGTERM stops it as
-    a run stops (its refusal lines, status 143), and a run whose directory ends with $FAIL_RUN refuses.
-    The environment to run the table scripts with, and the log."""
+    $LAUNCH_LOG, trains for $RUN_SECONDS (default 0.3; $SLOW_SECONDS for a run whose directory ends with
+    $SLOW_RUN) and leaves a finished run; SIGTERM stops it as a run stops (its refusal lines, status
+    143), a run whose directory ends with $FAIL_RUN refuses, and so does a run launched before the
+    sweep wrote its key (``_logs/launch_args.txt``). And ``timed-eval DIR OUTPUT SCORE``, an evaluation
+    that logs ``evalstart|evalend DIR GPUS TIME``, takes $EVAL_SECONDS (default 0.1; $SLOW_SECONDS for
+    $SLOW_EVAL) and writes the score. The environment to run the table scripts with, and the log."""
     accelerate = (
         'out=$(echo "$*" | sed -E "s/.*--output_dir ([^ ]+).*/\\1/")\n'
         'note() { echo "$1 $out ${CUDA_VISIBLE_DEVICES-all} $(date +%s.%N)" >> "$LAUNCH_LOG"; }\n'
         "note start\n"
         'trap \'note term; echo "error: SIGTERM stopped the run at step 1; no checkpoint saved yet"; '
         'echo "  hint: rerun the same command to resume"; exit 143\' TERM\n'
+        'if [ ! -s "$out/_logs/launch_args.txt" ]; then\n'
+        '  echo "error: $out: launched before its key was written"; exit 2\n'
+        "fi\n"
         'if [ -n "${FAIL_RUN:-}" ] && [[ $out == *$FAIL_RUN ]]; then\n'
         '  echo "error: $out: the run refuses"; echo "  hint: what to do"; note end; exit 1\n'
         "fi\n"
-        'sleep "${RUN_SECONDS:-0.3}" & wait $!\n'
+        "seconds=${RUN_SECONDS:-0.3}\n"
+        'if [ -n "${SLOW_RUN:-}" ] && [[ $out == *$SLOW_RUN ]]; then seconds=$SLOW_SECONDS; fi\n'
+        'sleep "$seconds" & wait $!\n'
         'mkdir -p "$out" && echo "{}" > "$out/cse_config.json"\n'
         "note end\n"
     )
-    return _stand_ins(tmp_path, {"accelerate": accelerate})
+    evaluation = (
+        'note() { echo "$1 $2 ${CUDA_VISIBLE_DEVICES-all} $(date +%s.%N)" >> "$LAUNCH_LOG"; }\n'
+        "note evalstart $1\n"
+        "seconds=${EVAL_SECONDS:-0.1}\n"
+        'if [ -n "${SLOW_EVAL:-}" ] && [[ $1 == *$SLOW_EVAL ]]; then seconds=$SLOW_SECONDS; fi\n'
+        'sleep "$seconds"\n'
+        'echo "{\\"scores\\": {\\"STS12\\": $3, \\"Avg.\\": $(($3 + 1))}}" > "$2"\n'
+        "note evalend $1\n"
+    )
+    return _stand_ins(tmp_path, {"accelerate": accelerate, "timed-eval": evaluation})
 
 
 def table_script(path, body):

@@ -215,7 +215,7 @@ def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, en
         for tool in ("bash", "dirname"):
             (tools / tool).symlink_to(subprocess.check_output(["which", tool], text=True).strip())
         # this interpreter with its packages (a link to it outside its environment would lose them)
-        (tools / "python3").write_text(f"#!/bin/bash\nexec {sys.executable} \"$@\"\n")
+        (tools / "python3").write_text(f'#!/bin/bash\nexec {sys.executable} "$@"\n')
         (tools / "python3").chmod(0o755)
         env = {"PATH": str(tools)}
     proc = run_table({**base, **env}, script, *args)
@@ -302,3 +302,183 @@ def test_a_stopped_job_that_ignores_sigterm_is_killed_at_the_end_of_its_grace(re
     assert stop_group(proc.pid, reap, start + 0.5) == -signal.SIGKILL
     assert 0.5 <= time.monotonic() - start < 5
     assert not group_alive(proc.pid)
+
+
+# --- a sweep killed outright, a run or an evaluation killed: real SIGKILLs of real processes -------
+
+# TINY with evaluations that take their time (the stand-in timed-eval)
+TIMED = re.sub(
+    r"python -c '.*?\$\(\(setting \* 10 \+ seed\)\)",
+    'timed-eval "$out" "$out/sts_test_results.json" $((setting * 10 + seed))',
+    TINY,
+    flags=re.S,
+)
+assert "timed-eval" in TIMED
+
+
+def processes(log):
+    """Each process the stand-ins logged: ``(kind, directory, gpus, start, end)``, end None while it runs."""
+    going, ended = {}, []  # (kind, directory) -> [(gpus, start)], the first started first ended
+    for event, directory, gpus, t in events(log):
+        kind = "evaluation" if event.startswith("eval") else "run"
+        if event in ("start", "evalstart"):
+            going.setdefault((kind, directory), []).append((gpus, t))
+        elif event in ("end", "evalend", "term"):
+            gpus, began = going[(kind, directory)].pop(0)
+            ended.append((kind, directory, gpus, began, t))
+    return ended + [(kind, d, gpus, began, None) for (kind, d), left in going.items() for gpus, began in left]
+
+
+def assert_one_process_per_gpu(log):
+    """The rule the gpus executor keeps, whoever started the processes: two processes that share a GPU
+    never run at once."""
+    procs = processes(log)
+    for a in procs:
+        for b in procs:
+            if a is not b and set(a[2].split(",")) & set(b[2].split(",")):
+                assert a[4] is not None and b[4] is not None, (a, b)
+                assert a[4] <= b[3] or b[4] <= a[3], (a, b)
+
+
+def wait_for_event(log, event, directory, driver=None, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not (log.exists() and any(e == event and d.endswith(directory) for e, d, _, _ in events(log))):
+        assert time.monotonic() < deadline, f"no {event} of {directory} after {seconds} s"
+        assert driver is None or driver.poll() is None, driver.communicate()[1][-5000:]
+        time.sleep(0.05)
+
+
+def kill_driver(driver):
+    """``kill -9`` of the sweep's process (the table script execs it): nothing of it runs after."""
+    driver.kill()
+    driver.communicate(timeout=30)
+    assert driver.returncode == -signal.SIGKILL
+
+
+@pytest.mark.e2e
+def test_a_jobs_lock_is_held_by_its_process_whatever_becomes_of_the_sweep(tmp_path):
+    """A step's process holds its job's lock, naming itself and its GPUs, after the process that
+    started it is killed outright, and the lock is free once that process has ended, however."""
+    from sweep.steps import Step, job_holder
+
+    lock = str(tmp_path / "run" / "_logs" / "evaluations.lock")
+    code = (
+        "import sys, time\nfrom sweep.steps import Step\n"
+        f"step = Step('x', {str(tmp_path / 'run')!r}, {str(tmp_path / 'run' / '_logs' / 'x.log')!r}, "
+        f"['sleep', '60'], {lock!r}, output='none')\n"
+        "print(step.start({}, '3,4').pid, flush=True)\ntime.sleep(60)\n"
+    )
+    driver = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    pid = int(driver.stdout.readline())
+    holder = job_holder(lock)
+    assert (holder.pid, holder.host, holder.gpus) == (str(pid), os.uname().nodename, "3,4")
+    driver.kill()
+    driver.wait()
+    holder = job_holder(lock)
+    assert holder is not None and holder.pid == str(pid)
+    assert holder.holds("4") and holder.holds("4,5") and not holder.holds("5") and holder.holds(None)
+    # a second start of the job is refused while its process lives
+    import filelock
+
+    with pytest.raises(filelock.Timeout):
+        Step("x", str(tmp_path / "run"), str(tmp_path / "x.log"), ["true"], lock, output="none").start({}, "5")
+    os.kill(pid, signal.SIGKILL)  # the process ends, however: the system releases its lock
+    deadline = time.monotonic() + 10
+    while job_holder(lock) is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+@pytest.mark.e2e
+def test_a_sweep_killed_outright_leaves_its_jobs_going_and_the_rerun_waits_for_them_and_their_gpus(tmp_path):
+    """``kill -9`` of the driver while s1-seed2 trains on one GPU and s1-seed1's evaluation runs on the
+    other: the same command again waits for both, hands their GPUs to nothing else until they end,
+    starts neither again, and knows s1-seed2, finished meanwhile, for its run."""
+    env, log = timed_launcher(tmp_path)
+    env = {**env, "SLOW_RUN": "s1-seed2", "SLOW_EVAL": "s1-seed1", "SLOW_SECONDS": "6"}
+    script = table_script(tmp_path / "timed.sh", TIMED)
+    gpus = ["--executor", "gpus", "--gpus", "0,1"]
+    driver = start_table(env, script, *gpus)
+    wait_for_event(log, "evalstart", "s1-seed1", driver)
+    kill_driver(driver)
+    going = [(kind, os.path.basename(d)) for kind, d, _, _, end in processes(log) if end is None]
+    assert sorted(going) == [("evaluation", "s1-seed1"), ("run", "s1-seed2")]
+    killed = time.time()
+    again = run_table(env, script, *gpus, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == TABLE
+    procs = processes(log)
+    assert Counter((kind, os.path.basename(d)) for kind, d, *_ in procs) == {
+        (kind, f"s{s}-seed{d}"): 1 for kind in ("run", "evaluation") for s in (1, 2) for d in (1, 2)
+    }
+    assert all(end is not None for *_, end in procs)  # the orphans finished
+    orphans_end = min(end for kind, d, _, _, end in procs if os.path.basename(d) in ("s1-seed1", "s1-seed2"))
+    later = [began for _, _, _, began, _ in procs if began > killed]
+    assert later and min(later) >= orphans_end  # both GPUs were held: nothing started before one was free
+    assert_one_process_per_gpu(log)
+    root = os.path.join(env["RESULT_ROOT"], "tiny")
+    assert f"waiting for {root}/s1-seed2: PID " in again.stderr
+    assert f"waiting for evaluations {root}/s1-seed1: PID " in again.stderr
+    third = run_table(env, script, *gpus)
+    assert third.returncode == 0 and third.stdout == TABLE and len(processes(log)) == len(procs)
+
+
+@pytest.mark.e2e
+def test_a_run_that_finished_after_its_sweep_was_killed_is_known_for_its_run(tmp_path):
+    """``kill -9`` of the driver while s2-seed2 trains; the run finishes on its own, watched by no sweep:
+    the same command keeps it (its key was on disk before it trained) and prints the table, and so does
+    every later one."""
+    env, log = timed_launcher(tmp_path)
+    env = {**env, "SLOW_RUN": "s2-seed2", "SLOW_SECONDS": "2"}
+    script = table_script(tmp_path / "timed.sh", TIMED)
+    driver = start_table(env, script)
+    wait_for_event(log, "start", "s2-seed2", driver)
+    kill_driver(driver)
+    wait_for_event(log, "end", "s2-seed2")
+    run = os.path.join(env["RESULT_ROOT"], "tiny", "s2-seed2")
+    deadline = time.monotonic() + 10
+    while subprocess.run(["fuser", "-s", os.path.join(run, "_logs", "train.lock")]).returncode == 0:
+        assert time.monotonic() < deadline  # the orphan's processes have ended
+        time.sleep(0.05)
+    for _ in range(2):
+        again = run_table(env, script)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == TABLE
+        assert Counter(d for e, d, _, _ in events(log) if e == "start")[run] == 1
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", ["run", "evaluation"])
+def test_a_run_or_an_evaluation_killed_fails_alone_and_the_same_command_does_it_again(tmp_path, kind):
+    """``kill -9`` of s1-seed2's training, or of its evaluation: the sweep goes on with the others, names
+    it failed (exit status 137) with its cells missing; the same command does it again, and only it."""
+    env, log = timed_launcher(tmp_path)
+    env = {**env, "SLOW_RUN" if kind == "run" else "SLOW_EVAL": "s1-seed2", "SLOW_SECONDS": "60"}
+    script = table_script(tmp_path / "timed.sh", TIMED)
+    gpus = ["--executor", "gpus", "--gpus", "0,1"]
+    driver = start_table(env, script, *gpus)
+    wait_for_event(log, "start" if kind == "run" else "evalstart", "s1-seed2", driver)
+    root = os.path.join(env["RESULT_ROOT"], "tiny")
+    from sweep.steps import job_holder
+
+    pid = int(
+        job_holder(os.path.join(root, "s1-seed2", "_logs", f"{'train' if kind == 'run' else 'evaluations'}.lock")).pid
+    )
+    os.kill(pid, signal.SIGKILL)
+    try:
+        out, err = driver.communicate(timeout=60)
+    finally:
+        os.killpg(pid, signal.SIGKILL)  # the stand-in's sleep, left in its process group
+    assert driver.returncode == 137, err
+    what, log_name = (
+        (f"{root}/s1-seed2", "train") if kind == "run" else (f"sts_test_results of {root}/s1-seed2", "sts_test_results")
+    )
+    assert f"failed: {what}, exit status 137; log: {root}/s1-seed2/_logs/{log_name}.log" in err
+    assert "| s1 (1 of 2 seeds missing) |" in out and "| s2 (2 seeds) | 21.50 ± 0.71 | 22.50 ± 0.71 |" in out
+    before = Counter((e, d) for e, d, _, _ in events(log))
+    again = run_table({**env, "SLOW_SECONDS": "0.1"}, script, *gpus)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == TABLE
+    new = Counter((e, d) for e, d, _, _ in events(log)) - before
+    expected = {"start", "end", "evalstart", "evalend"} if kind == "run" else {"evalstart", "evalend"}
+    assert new == {(e, f"{root}/s1-seed2"): 1 for e in expected}
