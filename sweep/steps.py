@@ -41,6 +41,9 @@ LOCK_NAME = ".cse_run.lock"
 STOP_GRACE_S = 120
 # how often a job that another live process holds is looked at again
 HOLDER_POLL_S = 2.0
+# runs a command ignoring SIGUSR2 (exec keeps an ignored signal ignored); not a preexec_fn, under
+# which filelock's fork handler would close the job lock's descriptor before the step inherits it
+SHIELD = ("/bin/sh", "-c", 'trap "" USR2; exec "$@"', "sh")
 HEADER = "[sweep] "
 STATUS = re.compile(r"^\[sweep\] exit status (-?\d+)$")
 
@@ -180,14 +183,13 @@ class Step:
                 log.write(f"{HEADER}{time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(self.argv)}{shown}\n")
                 log.flush()
                 proc = subprocess.Popen(
-                    self.argv,
+                    [*SHIELD, *self.argv] if shielded else self.argv,
                     cwd=REPO,
                     env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=_ignore_usr2 if shielded else None,
                     pass_fds=descriptors[-1:],  # the lock lives as long as the process, sweep or no sweep
                 )
         except BaseException:
@@ -237,10 +239,6 @@ def stop_group(group: int, reap, deadline: float) -> int:
         if status is None:
             status = reap()
     return status
-
-
-def _ignore_usr2() -> None:
-    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
 
 def _last_attempt(log: str) -> list[str]:

@@ -2,6 +2,8 @@
 paper tables and docs/reproduce.md's counts, runs shared between tables trained once, the gpus
 executor's slots, failures, refusals of wrong settings, and a sweep stopped and started again."""
 
+import contextlib
+import json
 import os
 import re
 import signal
@@ -225,18 +227,20 @@ def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, en
     assert not log.exists() and not os.path.exists(base["RESULT_ROOT"])
 
 
-def test_a_gpus_sweep_stopped_midway_finishes_when_run_again(tiny):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_gpus_sweep_stopped_midway_finishes_when_run_again(tiny, signum):
     script, env, log = tiny
     env = {**env, "RUN_SECONDS": "30"}
     driver = start_table(env, script, "--executor", "gpus", "--gpus", "0,1")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (not log.exists() or len(events(log)) < 2):
         time.sleep(0.1)
-    driver.send_signal(signal.SIGINT)  # Ctrl-C
+    driver.send_signal(signum)  # Ctrl-C, or kill
     out, err = driver.communicate(timeout=60)
-    assert driver.returncode == 130, err
+    assert driver.returncode == 128 + signum, err
+    name = signal.Signals(signum).name
     assert err.strip().splitlines()[-2:] == [
-        "error: SIGINT stopped the sweep; the runs it stopped resume from their last checkpoint",
+        f"error: {name} stopped the sweep; the runs it stopped resume from their last checkpoint",
         "  hint: rerun the same command to finish the table",
     ]
     stopped = [d for e, d, _, _ in events(log) if e == "term"]
@@ -345,6 +349,17 @@ def wait_for_event(log, event, directory, driver=None, seconds=60):
     while not (log.exists() and any(e == event and d.endswith(directory) for e, d, _, _ in events(log))):
         assert time.monotonic() < deadline, f"no {event} of {directory} after {seconds} s"
         assert driver is None or driver.poll() is None, driver.communicate()[1][-5000:]
+        time.sleep(0.05)
+
+
+def step_pid(lock):
+    """The PID the job lock file ``lock`` names: its step's process (written just after it started)."""
+    deadline = time.monotonic() + 10
+    while True:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            with open(lock, encoding="utf-8") as f:
+                return int(json.load(f)["pid"])
+        assert time.monotonic() < deadline, f"{lock} names no process"
         time.sleep(0.05)
 
 
@@ -459,11 +474,8 @@ def test_a_run_or_an_evaluation_killed_fails_alone_and_the_same_command_does_it_
     driver = start_table(env, script, *gpus)
     wait_for_event(log, "start" if kind == "run" else "evalstart", "s1-seed2", driver)
     root = os.path.join(env["RESULT_ROOT"], "tiny")
-    from sweep.steps import job_holder
-
-    pid = int(
-        job_holder(os.path.join(root, "s1-seed2", "_logs", f"{'train' if kind == 'run' else 'evaluations'}.lock")).pid
-    )
+    lock = "train.lock" if kind == "run" else "evaluations.lock"
+    pid = step_pid(os.path.join(root, "s1-seed2", "_logs", lock))
     os.kill(pid, signal.SIGKILL)
     try:
         out, err = driver.communicate(timeout=60)
@@ -482,3 +494,97 @@ def test_a_run_or_an_evaluation_killed_fails_alone_and_the_same_command_does_it_
     new = Counter((e, d) for e, d, _, _ in events(log)) - before
     expected = {"start", "end", "evalstart", "evalend"} if kind == "run" else {"evalstart", "evalend"}
     assert new == {(e, f"{root}/s1-seed2"): 1 for e in expected}
+
+
+# --- SLURM: a real time limit, a plain scancel and a job killed as when its node dies -------------
+
+SLURM_TABLE = TIMED.replace("for setting in 1 2", "for setting in 1")
+SLURM_PRINTED = TABLE.replace("| s2 (2 seeds) | 21.50 ± 0.71 | 22.50 ± 0.71 |\n", "")
+SLURM_ARGS = ["--executor", "slurm", "--slurm_partition", "debug", "--slurm_gpus_per_job", "0", "--slurm_time", "20"]
+
+
+def slurm_sweep(tmp_path, slurm_cluster):
+    """The table of two stand-in runs for SLURM, s1-seed2 slow (5 minutes) until SIGTERM stops it, and
+    the environment; the sweep started, once s1-seed2 runs: the driver, the run's directory, its job."""
+    env, log = timed_launcher(tmp_path)
+    env = {**env, "SLURM_CONF": slurm_cluster["SLURM_CONF"], "SLOW_RUN": "s1-seed2", "SLOW_SECONDS": "300"}
+    script = table_script(tmp_path / "slurm.sh", SLURM_TABLE)
+    driver = start_table(env, script, *SLURM_ARGS)
+    wait_for_event(log, "start", "s1-seed2", driver, seconds=300)
+    run = os.path.join(env["RESULT_ROOT"], "tiny", "s1-seed2")
+    with open(os.path.join(run, "_logs", "slurm_job"), encoding="utf-8") as f:
+        job = json.load(f)["job_id"]
+    return script, env, log, driver, run, job
+
+
+def squeue_empty(env):
+    return subprocess.run(["squeue", "--noheader"], env=env, capture_output=True, text=True).stdout == ""
+
+
+@pytest.mark.e2e
+def test_a_slurm_job_at_its_time_limit_is_requeued_and_its_run_resumes(tmp_path, slurm_cluster):
+    """A real time limit: SLURM's signal before it (submitit's USR2, 90 s ahead) stops the run at its
+    step, the job requeues itself and the run resumes; the sweep prints the table."""
+    script, env, log, driver, run, job = slurm_sweep(tmp_path, slurm_cluster)
+    # its time limit brought down to a minute: SLURM's signal 90 s before the limit is due at once
+    subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=1"], env=env, check=True)
+    out, err = driver.communicate(timeout=600)
+    assert driver.returncode == 0, err
+    assert out == SLURM_PRINTED
+    with open(os.path.join(run, "_logs", "train.log"), encoding="utf-8") as f:
+        statuses = [line for line in f.read().splitlines() if line.startswith("[sweep] exit status")]
+    assert statuses == ["[sweep] exit status 143", "[sweep] exit status 0"]  # stopped at its step, then resumed
+    assert [e for e, d, _, _ in events(log) if d == run and "eval" not in e] == ["start", "term", "start", "end"]
+    assert squeue_empty(env)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("how", ["scancel", "killed"])
+def test_a_slurm_job_cancelled_or_killed_fails_alone_and_the_same_command_submits_it_again(
+    tmp_path, slurm_cluster, how
+):
+    """A plain ``scancel`` of the run's job (SIGTERM to its processes), or SIGKILL to every process of it
+    at once (its node dies): the other run and the table go on, the run is named failed with its cells
+    missing, and the same command submits it again."""
+    script, env, log, driver, run, job = slurm_sweep(tmp_path, slurm_cluster)
+    if how == "scancel":
+        subprocess.run(["scancel", job], env=env, check=True)
+    else:  # the job's step killed as when its node dies: the run and the job's own process, SIGKILL
+        group = step_pid(os.path.join(run, "_logs", "train.lock"))  # the run's launcher, its group's leader
+        step = []  # it and its ancestors up to SLURM's step daemon: the job's Python
+        pid = group
+        while not open(f"/proc/{pid}/comm").read().startswith("slurmstepd"):
+            step.append(pid)
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        assert len(step) >= 2
+        for signum in (signal.SIGSTOP, signal.SIGKILL):  # stopped first: none goes on while the others die
+            os.killpg(group, signum)
+            for pid in step:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+    out, err = driver.communicate(timeout=600)
+    lines = err.strip().splitlines()
+    if how == "scancel":  # SLURM's SIGTERM: the run stopped at its step, and says so
+        assert driver.returncode == 143, err
+        assert lines[-3:] == [
+            f"failed: {run}, exit status 143; log: {run}/_logs/train.log",
+            "error: SIGTERM stopped the run at step 1; no checkpoint saved yet",
+            "  hint: rerun the same command to resume",
+        ]
+    else:
+        assert driver.returncode == 1, err
+        assert lines[-2:] == [
+            f"failed: {run} (training), exit status 1; log: {run}/_logs/train.log",
+            "its job ended while it ran, recording nothing (killed outright, or its node failed)",
+        ]
+    assert "| s1 (1 of 2 seeds missing) |" in out
+    deadline = time.monotonic() + 60
+    while not squeue_empty(env):  # the killed job's evaluations, cancelled
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    again = run_table({**env, "SLOW_SECONDS": "0.1"}, script, *SLURM_ARGS, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == SLURM_PRINTED
+    stopped = ["term"] if how == "scancel" else []  # SIGTERM, else SIGKILL: nothing of it runs on
+    assert [e for e, d, _, _ in events(log) if d == run and "eval" not in e] == ["start", *stopped, "start", "end"]
+    assert squeue_empty(env)

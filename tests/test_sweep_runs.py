@@ -6,14 +6,13 @@ table."""
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
 
 import pytest
 
-from .conftest import DATA, REPO, run_table, start_table, table_script
+from .conftest import DATA, run_table, start_table, table_script
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +34,6 @@ for setting in 1 2; do
 done
 tabulate --runs "${runs[@]}"
 """
-SLURM = os.path.join(REPO, ".ci", "slurm")
 
 
 @pytest.fixture(scope="module")
@@ -99,25 +97,6 @@ def test_gpus_executor_prints_the_sequential_table_and_a_stopped_sweep_finishes_
     assert again.returncode == 0, again.stderr[-5000:]
     assert again.stdout == sequential
     assert f"resuming from {run / 'checkpoint-'}" in (run / "_logs" / "train.log").read_text()
-
-
-@pytest.fixture(scope="module")
-def slurm_cluster():
-    """The single-node SLURM of .ci/slurm: used when it answers, else started here (and stopped after).
-    Skipped only where SLURM is not installed, and never in CI."""
-    if shutil.which("sbatch") is None or shutil.which("slurmctld") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("SLURM is not installed: CI runs `bash .ci/slurm start` first")
-        pytest.skip("SLURM is not installed (bash .ci/slurm start installs and starts it)")
-    conf = subprocess.check_output(["bash", SLURM, "env"], text=True).split("=", 1)[1].strip()
-    env = {**os.environ, "SLURM_CONF": os.environ.get("SLURM_CONF", conf)}
-    started = subprocess.run(["sinfo"], env=env, capture_output=True).returncode != 0
-    if started:
-        env["SLURM_CONF"] = conf
-        subprocess.run(["bash", SLURM, "start"], check=True)
-    yield env
-    if started:
-        subprocess.run(["bash", SLURM, "stop"], check=True)
 
 
 def test_slurm_executor_prints_the_sequential_table_through_a_requeue(tiny_table, sequential, slurm_cluster, tmp_path):
