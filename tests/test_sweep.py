@@ -227,7 +227,7 @@ def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, en
     assert not log.exists() and not os.path.exists(base["RESULT_ROOT"])
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_gpus_sweep_stopped_midway_finishes_when_run_again(tiny, signum):
     script, env, log = tiny
     env = {**env, "RUN_SECONDS": "30"}
@@ -235,7 +235,7 @@ def test_a_gpus_sweep_stopped_midway_finishes_when_run_again(tiny, signum):
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (not log.exists() or len(events(log)) < 2):
         time.sleep(0.1)
-    driver.send_signal(signum)  # Ctrl-C, or kill
+    driver.send_signal(signum)  # Ctrl-C, kill, or a lost SSH session
     out, err = driver.communicate(timeout=60)
     assert driver.returncode == 128 + signum, err
     name = signal.Signals(signum).name
@@ -503,11 +503,11 @@ SLURM_PRINTED = TABLE.replace("| s2 (2 seeds) | 21.50 ± 0.71 | 22.50 ± 0.71 |\
 SLURM_ARGS = ["--executor", "slurm", "--slurm_partition", "debug", "--slurm_gpus_per_job", "0", "--slurm_time", "20"]
 
 
-def slurm_sweep(tmp_path, slurm_cluster):
-    """The table of two stand-in runs for SLURM, s1-seed2 slow (5 minutes) until SIGTERM stops it, and
+def slurm_sweep(tmp_path, slurm_cluster, seconds=300):
+    """The table of two stand-in runs for SLURM, s1-seed2 slow (``seconds``) until SIGTERM stops it, and
     the environment; the sweep started, once s1-seed2 runs: the driver, the run's directory, its job."""
     env, log = timed_launcher(tmp_path)
-    env = {**env, "SLURM_CONF": slurm_cluster["SLURM_CONF"], "SLOW_RUN": "s1-seed2", "SLOW_SECONDS": "300"}
+    env = {**env, "SLURM_CONF": slurm_cluster["SLURM_CONF"], "SLOW_RUN": "s1-seed2", "SLOW_SECONDS": str(seconds)}
     script = table_script(tmp_path / "slurm.sh", SLURM_TABLE)
     driver = start_table(env, script, *SLURM_ARGS)
     wait_for_event(log, "start", "s1-seed2", driver, seconds=300)
@@ -587,4 +587,28 @@ def test_a_slurm_job_cancelled_or_killed_fails_alone_and_the_same_command_submit
     assert again.stdout == SLURM_PRINTED
     stopped = ["term"] if how == "scancel" else []  # SIGTERM, else SIGKILL: nothing of it runs on
     assert [e for e, d, _, _ in events(log) if d == run and "eval" not in e] == ["start", *stopped, "start", "end"]
+    assert squeue_empty(env)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_a_slurm_driver_stopped_leaves_the_jobs_and_the_same_command_follows_them(tmp_path, slurm_cluster, signum):
+    """Ctrl-C or ``kill -9`` of the slurm executor's driver while a run's job runs: the jobs go on, and
+    the same command follows them to the table without submitting any again."""
+    script, env, log, driver, run, job = slurm_sweep(tmp_path, slurm_cluster, seconds=15)
+    driver.send_signal(signum)
+    out, err = driver.communicate(timeout=60)
+    assert driver.returncode == (130 if signum == signal.SIGINT else -signal.SIGKILL), err
+    if signum == signal.SIGINT:
+        assert err.strip().splitlines()[-2:] == [
+            "error: SIGINT stopped the driver; the jobs go on in SLURM",
+            "  hint: rerun the same command to follow them",
+        ]
+    assert not squeue_empty(env)
+    again = run_table(env, script, *SLURM_ARGS, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == SLURM_PRINTED
+    with open(os.path.join(run, "_logs", "slurm_job"), encoding="utf-8") as f:
+        assert json.load(f)["job_id"] == job  # followed, not submitted again
+    assert [e for e, d, _, _ in events(log) if d == run and "eval" not in e] == ["start", "end"]
     assert squeue_empty(env)
