@@ -29,7 +29,7 @@ FINISHED_NAME = "cse_config.json"
 LOGS_NAME = "_logs"
 # The run's key (Run.key), in LOGS_NAME; earlier sweeps wrote it beside the run, once it had finished
 LAUNCH_ARGS_NAME = "launch_args.txt"
-# The lock each job holds while a process of it runs (sweep.steps.JobLock), in LOGS_NAME
+# The lock each job holds while a process of it runs (sweep.steps.job_holder), in LOGS_NAME
 JOB_LOCK_NAMES = {"run": "train.lock", "evaluations": "evaluations.lock"}
 CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 
