@@ -13,11 +13,13 @@ import threading
 import time
 from collections import Counter
 
+import filelock
 import pytest
 
 from sweep import estimate
 from sweep.plan import log_path, plan_tables, table_scripts
 from sweep.report import counts_markdown
+from sweep.steps import Step, job_holder
 
 from .conftest import REPO, fake_tools, run_table, start_table, table_script, timed_launcher
 
@@ -393,8 +395,6 @@ def kill_driver(driver):
 def test_a_jobs_lock_is_held_by_its_process_whatever_becomes_of_the_sweep(tmp_path):
     """A step's process holds its job's lock, naming itself and its GPUs, after the process that
     started it is killed outright, and the lock is free once that process has ended, however."""
-    from sweep.steps import Step, job_holder
-
     lock = str(tmp_path / "run" / "_logs" / "evaluations.lock")
     code = (
         "import sys, time\nfrom sweep.steps import Step\n"
@@ -412,8 +412,6 @@ def test_a_jobs_lock_is_held_by_its_process_whatever_becomes_of_the_sweep(tmp_pa
     assert holder is not None and holder.pid == str(pid)
     assert holder.holds("4") and holder.holds("4,5") and not holder.holds("5") and holder.holds(None)
     # a second start of the job is refused while its process lives
-    import filelock
-
     with pytest.raises(filelock.Timeout):
         Step("x", str(tmp_path / "run"), str(tmp_path / "x.log"), ["true"], lock, output="none").start({}, "5")
     os.kill(pid, signal.SIGKILL)  # the process ends, however: the system releases its lock
