@@ -6,8 +6,9 @@ A run's evaluations start in the first free slot as soon as it ends, before any 
 run leaves the others going and its evaluations unstarted. SIGINT, SIGTERM or SIGHUP (Ctrl-C, kill, a
 lost SSH session) stop the running jobs with SIGTERM, which the run scripts answer by stopping at the
 step they are in, and end the sweep: the same command finishes the table later, the interrupted runs
-resuming from their last checkpoint. A run that another live process on this machine trains (a job
-left by a sweep that was killed outright) is waited for, never started twice."""
+resuming from their last checkpoint. A job whose lock another live process holds (a job left by a
+sweep that was killed outright, :mod:`sweep.steps`) is waited for, never started twice, and the GPUs
+that process was given are handed to no other job until it has ended."""
 
 from __future__ import annotations
 
@@ -22,10 +23,22 @@ from . import estimate
 from .plan import Plan
 from .progress import Progress
 from .report import end
-from .steps import STOP_GRACE_S, TABLE_NAME, Job, evaluation_job, link, state_dir, stop_group, train_job, write_tables
+from .steps import (
+    STOP_GRACE_S,
+    TABLE_NAME,
+    Holder,
+    Job,
+    evaluation_job,
+    link,
+    state_dir,
+    stop_group,
+    train_job,
+    write_tables,
+)
 
 # The loop sleeps until a child ends or a signal comes (SIGCHLD through a wakeup pipe), at most this long
 POLL_S = 2.0
+_NONE = object()  # no slot free
 
 
 class Stopped(Exception):
@@ -60,7 +73,9 @@ class LocalExecutor:
             self.progress.expect(job.name, estimate.seconds(job.node.run))
         queue = list(runs)
         ready = [job for job in evaluations.values() if job.node.finished]
-        waiting: list[Job] = []
+        waiting: dict[int, tuple[Job, Holder]] = {}  # id(job) -> the job, its live holder
+        for job in queue + ready:
+            self._hold(job, queue, ready, waiting)
         free = list(self.slots)
         handlers = {s: signal.signal(s, self._signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         handlers[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, lambda signum, frame: None)
@@ -74,17 +89,19 @@ class LocalExecutor:
                 if self.stopping is not None:
                     self._stop()
                     return self.stopping
-                for job in [job for job in waiting if job.steps[0].held_by() is None]:
-                    waiting.remove(job)
-                    queue.insert(0, job)
-                while free and (ready or queue):
+                for key, (job, _) in list(waiting.items()):
+                    if job.steps[0].held_by() is None:
+                        del waiting[key]
+                        (ready if job.kind == "evaluations" else queue).insert(0, job)
+                while ready or queue:
+                    # a slot none of whose GPUs a waited-for process holds
+                    slot = next((s for s in free if not any(h.holds(s) for _, h in waiting.values())), _NONE)
+                    if slot is _NONE:
+                        break
                     job = ready.pop(0) if ready else queue.pop(0)
-                    holder = job.steps[0].held_by()
-                    if holder is not None:
-                        waiting.append(job)
-                        self.progress.show(f"waiting for {job.name}: PID {holder} on this machine trains it", keep=True)
+                    if self._hold(job, queue, ready, waiting):
                         continue
-                    slot = free.pop(0)
+                    free.remove(slot)
                     where = f" (CUDA_VISIBLE_DEVICES={slot})" if slot is not None else ""
                     self.progress.move(_kind(job), job.name, "queued", "running", f"started {job.name}{where}")
                     if not self._next(job, 0, slot):
@@ -115,6 +132,20 @@ class LocalExecutor:
                 signal.signal(signum, handler)
             self.progress.close()
         return None
+
+    def _hold(self, job: Job, queue: list, ready: list, waiting: dict) -> bool:
+        """Move ``job`` to ``waiting`` when another live process holds it; whether one does."""
+        holder = job.steps[0].held_by()
+        if holder is None:
+            return False
+        for jobs in (queue, ready):
+            if job in jobs:
+                jobs.remove(job)
+        waiting[id(job)] = (job, holder)
+        gpus = f" on CUDA_VISIBLE_DEVICES={holder.gpus}" if holder.gpus is not None else ""
+        doing = "trains" if job.kind == "run" else "runs"
+        self.progress.show(f"waiting for {job.name}: PID {holder.pid} on {holder.where} {doing} it{gpus}", keep=True)
+        return True
 
     def _next(self, job: Job, index: int, slot: str | None) -> bool:
         """Start the job's first step from ``index`` that is not done; False when none is left."""

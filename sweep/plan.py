@@ -5,8 +5,9 @@ One run per distinct script, configuration, flags, seed and global batch (:attr:
 the directory a table names it by: the first directory that holds it (finished, else interrupted) or
 else the first one named trains it, and every other name becomes a symbolic link to it when the sweep
 starts, so that each table reads its results under its own names. A directory that already exists
-is never replaced: it keeps, or trains, its own copy. ``launch_args.txt`` in a finished run's directory records its key;
-a finished run with another key is refused before anything starts."""
+is never replaced: it keeps, or trains, its own copy. ``_logs/launch_args.txt`` records a run's key, written
+before the run is launched, so that the run, once finished, is known for this run whoever watched it
+end; a finished run with another key is refused before anything starts."""
 
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ from .record import REPO, Evaluation, Run, Table, record
 
 # cse.modeling.CSE_CONFIG_NAME: written last by a run, so it marks a finished one
 FINISHED_NAME = "cse_config.json"
-LAUNCH_ARGS_NAME = "launch_args.txt"
 # The sweep's files inside a run's directory (logs, SLURM job records): the leading underscore keeps
 # them out of --push_to_hub uploads (cse.model_card.PUSH_IGNORE).
 # cse.run_dir.LAUNCHER_LOGS_NAME, which a run accepts in its directory before it starts (the driver
 # imports nothing that needs torch or transformers)
 LOGS_NAME = "_logs"
+# The run's key (Run.key), in LOGS_NAME; earlier sweeps wrote it beside the run, once it had finished
+LAUNCH_ARGS_NAME = "launch_args.txt"
+# The lock each job holds while a process of it runs (sweep.steps.job_holder), in LOGS_NAME
+JOB_LOCK_NAMES = {"run": "train.lock", "evaluations": "evaluations.lock"}
 CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 
 
@@ -40,12 +44,19 @@ def table_scripts() -> list[str]:
     return found
 
 
+def launch_args_path(directory: str) -> str:
+    return os.path.join(directory, LOGS_NAME, LAUNCH_ARGS_NAME)
+
+
 def launch_args(directory: str) -> str | None:
-    try:
-        with open(os.path.join(directory, LAUNCH_ARGS_NAME), encoding="utf-8") as f:
-            return f.read().rstrip("\n")
-    except FileNotFoundError:
-        return None
+    """The key of the run launched into ``directory``, None when no sweep recorded one."""
+    for path in (launch_args_path(directory), os.path.join(directory, LAUNCH_ARGS_NAME)):
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read().rstrip("\n")
+        except FileNotFoundError:
+            continue
+    return None
 
 
 def is_finished(directory: str) -> bool:
@@ -64,6 +75,10 @@ def last_checkpoint(directory: str) -> str | None:
 
 def log_path(directory: str, name: str) -> str:
     return os.path.join(directory, LOGS_NAME, f"{name}.log")
+
+
+def job_lock_path(directory: str, kind: str) -> str:
+    return os.path.join(directory, LOGS_NAME, JOB_LOCK_NAMES[kind])
 
 
 @dataclass

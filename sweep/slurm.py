@@ -470,8 +470,12 @@ def _failure(job: Job) -> Failure | None:
         if step.done():
             continue
         status = recorded_status(step.log)
-        if status is None:
-            why = ["its job ended before it ran (cancelled, or the run it evaluates failed)"]
-            return Failure(f"{job.name} ({step.what})", 1, step.log if os.path.exists(step.log) else None, why)
+        if status is None:  # its log names no attempt, or one that ended with nothing recorded
+            started = os.path.exists(step.log)
+            if started:
+                why = ["its job ended while it ran, recording nothing (killed outright, or its node failed)"]
+            else:
+                why = ["its job ended before it ran (cancelled, or the run it evaluates failed)"]
+            return Failure(f"{job.name} ({step.what})", 1, step.log if started else None, why)
         return step.failure(status)
     return None

@@ -5,11 +5,19 @@ A step is skipped when its result is there (a run finished with the same argumen
 output), so that a job started again, by a rerun of the sweep or by SLURM after a requeue, does only
 what is left, and an interrupted run resumes from its last checkpoint (the run scripts do that when
 started again with the same command). A failed step's status and the lines that say why (its
-``error:``/``hint:`` refusal, else its last line) are read back from its log."""
+``error:``/``hint:`` refusal, else its last line) are read back from its log.
+
+Each job holds a lock while a process of it runs, ``_logs/train.lock`` or ``_logs/evaluations.lock``:
+an flock (``filelock.FileLock``) taken by the sweep and passed to the step's process, which holds it
+as long as it lives, whatever becomes of the sweep; the lock file names the process, its host and the
+GPUs it was given. A job whose lock a live process holds is waited for, and its GPUs are not handed
+out meanwhile. A run's key is written into its directory before it is launched (``_logs/launch_args.txt``),
+so that the run, once finished, is known for this run whoever watched it end."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -20,15 +28,22 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import filelock
+
 from cse.atomic import write_text
 
-from .plan import LAUNCH_ARGS_NAME, Node, is_finished, launch_args, log_path
+from .plan import Node, is_finished, job_lock_path, launch_args, launch_args_path, log_path
 from .record import REPO, Evaluation, Run
 
-# cse.reliability.LOCK_NAME: the marker (PID and host) of the process training into a directory
+# cse.run_dir.LOCK_NAME: the marker (PID and host) of the process training into a directory
 LOCK_NAME = ".cse_run.lock"
 # how long a job stopped by SIGTERM gets to stop at its step before the rest of its processes are killed
 STOP_GRACE_S = 120
+# how often a job that another live process holds is looked at again
+HOLDER_POLL_S = 2.0
+# runs a command ignoring SIGUSR2 (exec keeps an ignored signal ignored); not a preexec_fn, under
+# which filelock's fork handler would close the job lock's descriptor before the step inherits it
+SHIELD = ("/bin/sh", "-c", 'trap "" USR2; exec "$@"', "sh")
 HEADER = "[sweep] "
 STATUS = re.compile(r"^\[sweep\] exit status (-?\d+)$")
 
@@ -44,8 +59,28 @@ def launch_command(script: str, args, batch: int, processes: int, output_dir: st
     return command + ["--per_device_train_batch_size", str(batch // processes)]
 
 
-def lock_holder(directory: str) -> str | None:
-    """The PID of a live process on this host that holds ``directory``'s run lock, else None."""
+@dataclass(frozen=True)
+class Holder:
+    """A live process that holds a job or a run's directory: its PID, its host and the GPUs it was given
+    (its CUDA_VISIBLE_DEVICES; None: every GPU it sees, or GPUs not known)."""
+
+    pid: str
+    host: str
+    gpus: str | None = None
+
+    def holds(self, slot: str | None) -> bool:
+        """Whether any GPU of ``slot`` (None: every GPU) is the holder's."""
+        if slot is None or self.gpus is None:
+            return True
+        return bool(set(slot.split(",")) & set(self.gpus.split(",")))
+
+    @property
+    def where(self) -> str:
+        return "this machine" if self.host == socket.gethostname() else f"host {self.host}"
+
+
+def lock_holder(directory: str) -> Holder | None:
+    """The live process on this host that holds ``directory``'s run lock (the run's own), else None."""
     try:
         with open(os.path.join(directory, LOCK_NAME), encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -59,7 +94,26 @@ def lock_holder(directory: str) -> str | None:
         return None
     except PermissionError:
         pass
-    return lines[0]
+    return Holder(lines[0], lines[1])
+
+
+def job_holder(path: str) -> Holder | None:
+    """The process that holds the job lock ``path``, None when no live process holds it (its holder
+    ended, however: the system releases an flock with the last descriptor of it)."""
+    if not os.path.exists(path):
+        return None
+    probe = filelock.FileLock(path, timeout=0, thread_local=False)
+    try:
+        probe.acquire()
+    except filelock.Timeout:
+        try:
+            with open(path, encoding="utf-8") as f:
+                record = json.load(f)
+            return Holder(str(record["pid"]), record["host"], record["gpus"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return Holder("?", "?")  # taken an instant ago: its holder is not written yet
+    probe.release()
+    return None
 
 
 @dataclass
@@ -78,14 +132,16 @@ class Failure:
 
 @dataclass
 class Step:
-    """One process: ``argv`` (None: nothing left to do), its log, and what marks it done."""
+    """One process: ``argv`` (None: nothing left to do), its log, its job's lock, and what marks it done."""
 
     what: str
     directory: str
     log: str
     argv: list[str] | None
-    run: Run | None = None  # for a training step: its arguments, recorded when it succeeds
+    lock: str
+    run: Run | None = None  # for a training step: its arguments, recorded before it is launched
     output: str | None = None  # for an evaluation: the file it writes
+    held: filelock.FileLock | None = field(default=None, repr=False)
 
     def done(self) -> bool:
         if self.run is not None:
@@ -98,45 +154,66 @@ class Step:
             return f"{self.directory} holds a run trained with other arguments"
         return None
 
-    def held_by(self) -> str | None:
-        return lock_holder(self.directory) if self.run is not None else None
+    def held_by(self) -> Holder | None:
+        """The live process of the step's job (left by a sweep killed outright, or of another sweep), or
+        for a run the process that trains into its directory."""
+        holder = job_holder(self.lock)
+        if holder is None and self.run is not None:
+            holder = lock_holder(self.directory)
+        return holder
 
     def start(self, env: dict, devices: str | None, shielded: bool = False) -> subprocess.Popen:
         """Start the step in a session of its own (a signal to the sweep reaches it only through the
-        sweep), its output appended to its log under a header naming the command. ``shielded``: it
+        sweep), its output appended to its log under a header naming the command, its job's lock taken
+        and passed to it (``filelock.Timeout`` when another process holds it). ``shielded``: it
         ignores SIGUSR2, which SLURM sends to every process of a job before its time limit, and which
         is the job's to answer (:class:`sweep.slurm.SweepJob`)."""
         os.makedirs(os.path.dirname(self.log), exist_ok=True)
+        descriptors = []
+        lock = filelock.FileLock(self.lock, timeout=0, thread_local=False, on_acquired=descriptors.append)
+        lock.acquire()
         env = dict(env)
         if devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = devices
-        with open(self.log, "a", encoding="utf-8") as log:
-            shown = f" (CUDA_VISIBLE_DEVICES={devices})" if devices is not None else ""
-            log.write(f"{HEADER}{time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(self.argv)}{shown}\n")
-            log.flush()
-            return subprocess.Popen(
-                self.argv,
-                cwd=REPO,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_ignore_usr2 if shielded else None,
-            )
+        try:
+            if self.run is not None:
+                write_text(launch_args_path(self.directory), self.run.key + "\n")
+            with open(self.log, "a", encoding="utf-8") as log:
+                shown = f" (CUDA_VISIBLE_DEVICES={devices})" if devices is not None else ""
+                log.write(f"{HEADER}{time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(self.argv)}{shown}\n")
+                log.flush()
+                proc = subprocess.Popen(
+                    [*SHIELD, *self.argv] if shielded else self.argv,
+                    cwd=REPO,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=descriptors[-1:],  # the lock lives as long as the process, sweep or no sweep
+                )
+        except BaseException:
+            lock.release()
+            raise
+        holder = {"pid": proc.pid, "host": socket.gethostname(), "gpus": env.get("CUDA_VISIBLE_DEVICES")}
+        os.ftruncate(descriptors[-1], 0)
+        os.pwrite(descriptors[-1], json.dumps(holder).encode(), 0)
+        self.held = lock
+        return proc
 
     def failure(self, status: int) -> Failure:
         what = f"{self.directory}" if self.run is not None else f"{self.what} of {self.directory}"
         return Failure(what, status, self.log, outcome(self.log, status)[1])
 
     def finish(self, status: int) -> int:
-        """Record the end of the step in its log; a refusal's status is the run's own (see
-        :func:`outcome`). A training step that succeeded records its arguments beside the run."""
+        """Record the end of the step in its log and release its job's lock; a refusal's status is the
+        run's own (see :func:`outcome`)."""
         status = outcome(self.log, 128 - status if status < 0 else status)[0]  # killed by a signal: 128 + it
         with open(self.log, "a", encoding="utf-8") as log:
             log.write(f"{HEADER}exit status {status}\n")
-        if status == 0 and self.run is not None:
-            write_text(os.path.join(self.directory, LAUNCH_ARGS_NAME), self.run.key + "\n")
+        if self.held is not None:
+            self.held.release()
+            self.held = None
         return status
 
 
@@ -162,10 +239,6 @@ def stop_group(group: int, reap, deadline: float) -> int:
         if status is None:
             status = reap()
     return status
-
-
-def _ignore_usr2() -> None:
-    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
 
 def _last_attempt(log: str) -> list[str]:
@@ -233,7 +306,8 @@ class Job:
 def train_job(node: Node, processes: int) -> Job:
     run = node.run
     argv = launch_command(run.script, run.args, run.batch, processes, node.directory)
-    return Job("run", node, [Step("training", node.directory, node.log, argv, run=run)])
+    lock = job_lock_path(node.directory, "run")
+    return Job("run", node, [Step("training", node.directory, node.log, argv, lock, run=run)])
 
 
 def evaluation_step(evaluation: Evaluation, processes: int) -> Step:
@@ -242,7 +316,9 @@ def evaluation_step(evaluation: Evaluation, processes: int) -> Step:
     else:
         argv = launch_command(evaluation.command[0], evaluation.command[1:], evaluation.batch, processes)
     name = os.path.splitext(os.path.basename(evaluation.output))[0]
-    return Step(name, evaluation.model_dir, log_path(evaluation.model_dir, name), argv, output=evaluation.output)
+    directory = evaluation.model_dir
+    lock = job_lock_path(directory, "evaluations")
+    return Step(name, directory, log_path(directory, name), argv, lock, output=evaluation.output)
 
 
 def evaluation_job(node: Node, processes: int) -> Job | None:
@@ -268,9 +344,16 @@ def link(node: Node) -> None:
 
 def run_job(job: Job, env: dict, started=None) -> tuple[int, Step | None]:
     """Run ``job``'s steps one after another, shielded from SIGUSR2 (the SLURM executor's job); the
-    first failure ends it. ``started(process, step)`` hears of each process. Returns the job's status
-    and the step that failed."""
+    first failure ends it. A step whose job another live process holds is waited for. ``started(process,
+    step)`` hears of each process. Returns the job's status and the step that failed."""
     for step in job.steps:
+        holder = step.held_by()
+        if holder is not None:
+            os.makedirs(os.path.dirname(step.log), exist_ok=True)
+            with open(step.log, "a", encoding="utf-8") as log:
+                log.write(f"{HEADER}waiting: PID {holder.pid} on {holder.where} holds it\n")
+            while step.held_by() is not None:
+                time.sleep(HOLDER_POLL_S)
         if step.done():
             continue
         refusal = step.refusal()

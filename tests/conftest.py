@@ -20,6 +20,7 @@ from cse.run_dir import begin_checkpoint
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared")
 DATA = os.path.join(SHARED, "data")
+SLURM_SCRIPT = os.path.join(REPO, ".ci", "slurm")
 SENTEVAL = os.path.join(DATA, "senteval")
 WIKI_HEAD = os.path.join(DATA, "wiki1m_head.txt")
 TOKENIZERS = os.path.join(SHARED, "models", "tokenizers")
@@ -525,23 +526,63 @@ def fake_tools(tmp_path):
 
 def timed_launcher(tmp_path):
     """A stand-in ``accelerate`` for the executors' tests: it logs ``start|end|term DIR GPUS TIME`` to
-    $LAUNCH_LOG, trains for $RUN_SECONDS (default 0.3) and leaves a finished run; SIGTERM stops it as
-    a run stops (its refusal lines, status 143), and a run whose directory ends with $FAIL_RUN refuses.
-    The environment to run the table scripts with, and the log."""
+    $LAUNCH_LOG, trains for $RUN_SECONDS (default 0.3; $SLOW_SECONDS for a run whose directory ends with
+    $SLOW_RUN, unless SIGTERM stopped it before: it resumes) and leaves a finished run; SIGTERM stops
+    it as a run stops (its refusal lines, status 143), a run whose directory ends with $FAIL_RUN
+    refuses, and so does a run launched before the sweep wrote its key (``_logs/launch_args.txt``).
+    And ``timed-eval DIR OUTPUT SCORE``, an evaluation that logs ``evalstart|evalend DIR GPUS TIME``,
+    takes $EVAL_SECONDS (default 0.1; $SLOW_SECONDS for $SLOW_EVAL) and writes the score. The
+    environment to run the table scripts with, and the log."""
     accelerate = (
         'out=$(echo "$*" | sed -E "s/.*--output_dir ([^ ]+).*/\\1/")\n'
         'note() { echo "$1 $out ${CUDA_VISIBLE_DEVICES-all} $(date +%s.%N)" >> "$LAUNCH_LOG"; }\n'
         "note start\n"
         'trap \'note term; echo "error: SIGTERM stopped the run at step 1; no checkpoint saved yet"; '
         'echo "  hint: rerun the same command to resume"; exit 143\' TERM\n'
+        'if [ ! -s "$out/_logs/launch_args.txt" ]; then\n'
+        '  echo "error: $out: launched before its key was written"; exit 2\n'
+        "fi\n"
         'if [ -n "${FAIL_RUN:-}" ] && [[ $out == *$FAIL_RUN ]]; then\n'
         '  echo "error: $out: the run refuses"; echo "  hint: what to do"; note end; exit 1\n'
         "fi\n"
-        'sleep "${RUN_SECONDS:-0.3}" & wait $!\n'
+        "seconds=${RUN_SECONDS:-0.3}\n"
+        # a slow run that was stopped before resumes: little is left of it
+        'if [ -n "${SLOW_RUN:-}" ] && [[ $out == *$SLOW_RUN ]] && ! grep -q "^term $out " "$LAUNCH_LOG"; then\n'
+        "  seconds=$SLOW_SECONDS\n"
+        "fi\n"
+        'sleep "$seconds" & wait $!\n'
         'mkdir -p "$out" && echo "{}" > "$out/cse_config.json"\n'
         "note end\n"
     )
-    return _stand_ins(tmp_path, {"accelerate": accelerate})
+    evaluation = (
+        'note() { echo "$1 $2 ${CUDA_VISIBLE_DEVICES-all} $(date +%s.%N)" >> "$LAUNCH_LOG"; }\n'
+        "note evalstart $1\n"
+        "seconds=${EVAL_SECONDS:-0.1}\n"
+        'if [ -n "${SLOW_EVAL:-}" ] && [[ $1 == *$SLOW_EVAL ]]; then seconds=$SLOW_SECONDS; fi\n'
+        'sleep "$seconds"\n'
+        'echo "{\\"scores\\": {\\"STS12\\": $3, \\"Avg.\\": $(($3 + 1))}}" > "$2"\n'
+        "note evalend $1\n"
+    )
+    return _stand_ins(tmp_path, {"accelerate": accelerate, "timed-eval": evaluation})
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """The single-node SLURM of .ci/slurm: used when it answers, else started here (and stopped after).
+    Skipped only where SLURM is not installed, and never in CI."""
+    if shutil.which("sbatch") is None or shutil.which("slurmctld") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("SLURM is not installed: CI runs `bash .ci/slurm start` first")
+        pytest.skip("SLURM is not installed (bash .ci/slurm start installs and starts it)")
+    conf = subprocess.check_output(["bash", SLURM_SCRIPT, "env"], text=True).split("=", 1)[1].strip()
+    env = {**os.environ, "SLURM_CONF": os.environ.get("SLURM_CONF", conf)}
+    started = subprocess.run(["sinfo"], env=env, capture_output=True).returncode != 0
+    if started:
+        env["SLURM_CONF"] = conf
+        subprocess.run(["bash", SLURM_SCRIPT, "start"], check=True)
+    yield env
+    if started:
+        subprocess.run(["bash", SLURM_SCRIPT, "stop"], check=True)
 
 
 def table_script(path, body):

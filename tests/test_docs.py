@@ -185,11 +185,19 @@ def test_every_documented_flag_exists(path, accepted_flags):
 
 
 def test_every_test_the_reliability_table_names_exists():
-    """docs/reliability.md's table of faults and bad inputs: each row names a test that exists."""
+    """docs/reliability.md's tables of faults and bad inputs, and of the ways a sweep stops: each row
+    names a test that exists."""
     with open(os.path.join(REPO, "docs", "reliability.md"), encoding="utf-8") as f:
-        table = f.read().split("## Every fault and bad input the tests cover", 1)[1]
-    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| What you do")]
-    assert len(rows) >= 40
+        text = f.read()
+    rows = []
+    for heading, header, least in [
+        ("## Every fault and bad input the tests cover", "| What you do", 40),
+        ("## Sweeps: stopped, killed, and started again", "| How the sweep stops", 10),
+    ]:
+        table = text.split(heading, 1)[1].split("\n## ", 1)[0]
+        found = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith(header)]
+        assert len(found) >= least, heading
+        rows += found
     for row in rows:
         (named,) = re.findall(r"`(tests/\w+\.py)::(\w+)`", row) or [None]
         assert named is not None, f"a row without its test: {row}"

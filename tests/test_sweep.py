@@ -2,7 +2,9 @@
 paper tables and docs/reproduce.md's counts, runs shared between tables trained once, the gpus
 executor's slots, failures, refusals of wrong settings, and a sweep stopped and started again."""
 
+import contextlib
 import dataclasses
+import json
 import os
 import re
 import signal
@@ -12,11 +14,13 @@ import threading
 import time
 from collections import Counter
 
+import filelock
 import pytest
 
 from sweep import estimate
 from sweep.plan import log_path, plan_tables, table_scripts
 from sweep.report import counts_markdown
+from sweep.steps import Step, job_holder
 
 from .conftest import REPO, fake_tools, run_table, start_table, table_script, timed_launcher
 
@@ -163,16 +167,35 @@ def test_a_failed_run_leaves_the_others_and_its_cells_missing(tiny):
 
 
 def test_a_run_accepts_the_directory_the_sweep_prepared_for_it(tmp_path):
-    """The driver writes a run's log into its directory before launching it: the run must take that
-    directory for its own, not for a directory of someone else's files."""
+    """The driver writes a run's log, its key and its job's lock into its directory before launching
+    it: the run must take that directory for its own, not for a directory of someone else's files."""
     from cse.run_dir import LAUNCHER_LOGS_NAME, check_run_directory
+    from sweep.plan import job_lock_path, launch_args_path
 
-    log = log_path(str(tmp_path / "run"), "train")
-    os.makedirs(os.path.dirname(log))
-    with open(log, "w", encoding="utf-8") as f:
-        f.write("$ run_simcse.py ...\n")
-    assert os.path.relpath(log, tmp_path / "run").split(os.sep)[0] == LAUNCHER_LOGS_NAME
-    check_run_directory(str(tmp_path / "run"))
+    run = str(tmp_path / "run")
+    for path in (log_path(run, "train"), launch_args_path(run), job_lock_path(run, "run")):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("run_simcse.py 64 ...\n")
+        assert os.path.relpath(path, run).split(os.sep)[0] == LAUNCHER_LOGS_NAME
+    check_run_directory(run)
+
+
+def test_the_sweep_names_a_run_s_files_as_the_runs_do_and_imports_no_torch():
+    """The driver keeps its own copies of the names of a run's files (cse.run_dir imports transformers,
+    which the driver does without): they are the runs' names."""
+    from cse import run_dir
+    from sweep import plan, steps
+
+    assert (plan.FINISHED_NAME, plan.LOGS_NAME, steps.LOCK_NAME) == (
+        run_dir.CSE_CONFIG_NAME,
+        run_dir.LAUNCHER_LOGS_NAME,
+        run_dir.LOCK_NAME,
+    )
+    code = (
+        "import sys, sweep.cli, sweep.local, sweep.slurm; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    )
+    assert subprocess.check_output([sys.executable, "-c", code], cwd=REPO, text=True) == "[]\n"
 
 
 @pytest.mark.parametrize(
@@ -215,7 +238,9 @@ def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, en
         tools.mkdir()
         for tool in ("bash", "dirname"):
             (tools / tool).symlink_to(subprocess.check_output(["which", tool], text=True).strip())
-        (tools / "python3").symlink_to(sys.executable)
+        # this interpreter with its packages (a link to it outside its environment would lose them)
+        (tools / "python3").write_text(f'#!/bin/bash\nexec {sys.executable} "$@"\n')
+        (tools / "python3").chmod(0o755)
         env = {"PATH": str(tools)}
     proc = run_table({**base, **env}, script, *args)
     assert proc.returncode == 2 and proc.stdout == ""
@@ -224,18 +249,20 @@ def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, en
     assert not log.exists() and not os.path.exists(base["RESULT_ROOT"])
 
 
-def test_a_gpus_sweep_stopped_midway_finishes_when_run_again(tiny):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_gpus_sweep_stopped_midway_finishes_when_run_again(tiny, signum):
     script, env, log = tiny
     env = {**env, "RUN_SECONDS": "30"}
     driver = start_table(env, script, "--executor", "gpus", "--gpus", "0,1")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (not log.exists() or len(events(log)) < 2):
         time.sleep(0.1)
-    driver.send_signal(signal.SIGINT)  # Ctrl-C
+    driver.send_signal(signum)  # Ctrl-C, kill, or a lost SSH session
     out, err = driver.communicate(timeout=60)
-    assert driver.returncode == 130, err
+    assert driver.returncode == 128 + signum, err
+    name = signal.Signals(signum).name
     assert err.strip().splitlines()[-2:] == [
-        "error: SIGINT stopped the sweep; the runs it stopped resume from their last checkpoint",
+        f"error: {name} stopped the sweep; the runs it stopped resume from their last checkpoint",
         "  hint: rerun the same command to finish the table",
     ]
     stopped = [d for e, d, _, _ in events(log) if e == "term"]
@@ -522,3 +549,305 @@ def test_mteb_adds_an_mteb_evaluation_of_each_run_and_an_mteb_table(tiny):
     assert "--missing mark --mteb" in proc.stdout
     plain = run_table(env, script, "--plan")
     assert "--protocol mteb" not in plain.stdout and "--mteb" not in plain.stdout
+
+
+# --- a sweep killed outright, a run or an evaluation killed: real SIGKILLs of real processes -------
+
+# TINY with evaluations that take their time (the stand-in timed-eval)
+TIMED = re.sub(
+    r"python -c '.*?\$\(\(setting \* 10 \+ seed\)\)",
+    'timed-eval "$out" "$out/sts_test_results.json" $((setting * 10 + seed))',
+    TINY,
+    flags=re.S,
+)
+assert "timed-eval" in TIMED
+
+
+def processes(log):
+    """Each process the stand-ins logged: ``(kind, directory, gpus, start, end)``, end None while it runs."""
+    going, ended = {}, []  # (kind, directory) -> [(gpus, start)], the first started first ended
+    for event, directory, gpus, t in events(log):
+        kind = "evaluation" if event.startswith("eval") else "run"
+        if event in ("start", "evalstart"):
+            going.setdefault((kind, directory), []).append((gpus, t))
+        elif event in ("end", "evalend", "term"):
+            gpus, began = going[(kind, directory)].pop(0)
+            ended.append((kind, directory, gpus, began, t))
+    return ended + [(kind, d, gpus, began, None) for (kind, d), left in going.items() for gpus, began in left]
+
+
+def assert_one_process_per_gpu(log):
+    """The rule the gpus executor keeps, whoever started the processes: two processes that share a GPU
+    never run at once."""
+    procs = processes(log)
+    for a in procs:
+        for b in procs:
+            if a is not b and set(a[2].split(",")) & set(b[2].split(",")):
+                assert a[4] is not None and b[4] is not None, (a, b)
+                assert a[4] <= b[3] or b[4] <= a[3], (a, b)
+
+
+def wait_for_event(log, event, directory, driver=None, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not (log.exists() and any(e == event and d.endswith(directory) for e, d, _, _ in events(log))):
+        assert time.monotonic() < deadline, f"no {event} of {directory} after {seconds} s"
+        assert driver is None or driver.poll() is None, driver.communicate()[1][-5000:]
+        time.sleep(0.05)
+
+
+def step_pid(lock):
+    """The PID the job lock file ``lock`` names: its step's process (written just after it started)."""
+    deadline = time.monotonic() + 10
+    while True:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            with open(lock, encoding="utf-8") as f:
+                return int(json.load(f)["pid"])
+        assert time.monotonic() < deadline, f"{lock} names no process"
+        time.sleep(0.05)
+
+
+def kill_driver(driver):
+    """``kill -9`` of the sweep's process (the table script execs it): nothing of it runs after."""
+    driver.kill()
+    driver.communicate(timeout=30)
+    assert driver.returncode == -signal.SIGKILL
+
+
+@pytest.mark.e2e
+def test_a_jobs_lock_is_held_by_its_process_whatever_becomes_of_the_sweep(tmp_path):
+    """A step's process holds its job's lock, naming itself and its GPUs, after the process that
+    started it is killed outright, and the lock is free once that process has ended, however."""
+    lock = str(tmp_path / "run" / "_logs" / "evaluations.lock")
+    code = (
+        "import sys, time\nfrom sweep.steps import Step\n"
+        f"step = Step('x', {str(tmp_path / 'run')!r}, {str(tmp_path / 'run' / '_logs' / 'x.log')!r}, "
+        f"['sleep', '60'], {lock!r}, output='none')\n"
+        "print(step.start({}, '3,4').pid, flush=True)\ntime.sleep(60)\n"
+    )
+    driver = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    pid = int(driver.stdout.readline())
+    holder = job_holder(lock)
+    assert (holder.pid, holder.host, holder.gpus) == (str(pid), os.uname().nodename, "3,4")
+    driver.kill()
+    driver.wait()
+    holder = job_holder(lock)
+    assert holder is not None and holder.pid == str(pid)
+    assert holder.holds("4") and holder.holds("4,5") and not holder.holds("5") and holder.holds(None)
+    # a second start of the job is refused while its process lives
+    with pytest.raises(filelock.Timeout):
+        Step("x", str(tmp_path / "run"), str(tmp_path / "x.log"), ["true"], lock, output="none").start({}, "5")
+    os.kill(pid, signal.SIGKILL)  # the process ends, however: the system releases its lock
+    deadline = time.monotonic() + 10
+    while job_holder(lock) is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+@pytest.mark.e2e
+def test_a_sweep_killed_outright_leaves_its_jobs_going_and_the_rerun_waits_for_them_and_their_gpus(tmp_path):
+    """``kill -9`` of the driver while s1-seed2 trains on one GPU and s1-seed1's evaluation runs on the
+    other: the same command again waits for both, hands their GPUs to nothing else until they end,
+    starts neither again, and knows s1-seed2, finished meanwhile, for its run."""
+    env, log = timed_launcher(tmp_path)
+    env = {**env, "SLOW_RUN": "s1-seed2", "SLOW_EVAL": "s1-seed1", "SLOW_SECONDS": "6"}
+    script = table_script(tmp_path / "timed.sh", TIMED)
+    gpus = ["--executor", "gpus", "--gpus", "0,1"]
+    driver = start_table(env, script, *gpus)
+    wait_for_event(log, "evalstart", "s1-seed1", driver)
+    kill_driver(driver)
+    going = [(kind, os.path.basename(d)) for kind, d, _, _, end in processes(log) if end is None]
+    assert sorted(going) == [("evaluation", "s1-seed1"), ("run", "s1-seed2")]
+    killed = time.time()
+    again = run_table(env, script, *gpus, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == TABLE
+    procs = processes(log)
+    assert Counter((kind, os.path.basename(d)) for kind, d, *_ in procs) == {
+        (kind, f"s{s}-seed{d}"): 1 for kind in ("run", "evaluation") for s in (1, 2) for d in (1, 2)
+    }
+    assert all(end is not None for *_, end in procs)  # the orphans finished
+    orphans_end = min(end for kind, d, _, _, end in procs if os.path.basename(d) in ("s1-seed1", "s1-seed2"))
+    later = [began for _, _, _, began, _ in procs if began > killed]
+    assert later and min(later) >= orphans_end  # both GPUs were held: nothing started before one was free
+    assert_one_process_per_gpu(log)
+    root = os.path.join(env["RESULT_ROOT"], "tiny")
+    assert f"waiting for {root}/s1-seed2: PID " in again.stderr
+    assert f"waiting for evaluations {root}/s1-seed1: PID " in again.stderr
+    third = run_table(env, script, *gpus)
+    assert third.returncode == 0 and third.stdout == TABLE and len(processes(log)) == len(procs)
+
+
+@pytest.mark.e2e
+def test_a_run_that_finished_after_its_sweep_was_killed_is_known_for_its_run(tmp_path):
+    """``kill -9`` of the driver while s2-seed2 trains; the run finishes on its own, watched by no sweep:
+    the same command keeps it (its key was on disk before it trained) and prints the table, and so does
+    every later one."""
+    env, log = timed_launcher(tmp_path)
+    env = {**env, "SLOW_RUN": "s2-seed2", "SLOW_SECONDS": "2"}
+    script = table_script(tmp_path / "timed.sh", TIMED)
+    driver = start_table(env, script)
+    wait_for_event(log, "start", "s2-seed2", driver)
+    kill_driver(driver)
+    wait_for_event(log, "end", "s2-seed2")
+    run = os.path.join(env["RESULT_ROOT"], "tiny", "s2-seed2")
+    deadline = time.monotonic() + 10
+    while subprocess.run(["fuser", "-s", os.path.join(run, "_logs", "train.lock")]).returncode == 0:
+        assert time.monotonic() < deadline  # the orphan's processes have ended
+        time.sleep(0.05)
+    for _ in range(2):
+        again = run_table(env, script)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == TABLE
+        assert Counter(d for e, d, _, _ in events(log) if e == "start")[run] == 1
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("kind", ["run", "evaluation"])
+def test_a_run_or_an_evaluation_killed_fails_alone_and_the_same_command_does_it_again(tmp_path, kind):
+    """``kill -9`` of s1-seed2's training, or of its evaluation: the sweep goes on with the others, names
+    it failed (exit status 137) with its cells missing; the same command does it again, and only it."""
+    env, log = timed_launcher(tmp_path)
+    env = {**env, "SLOW_RUN" if kind == "run" else "SLOW_EVAL": "s1-seed2", "SLOW_SECONDS": "60"}
+    script = table_script(tmp_path / "timed.sh", TIMED)
+    gpus = ["--executor", "gpus", "--gpus", "0,1"]
+    driver = start_table(env, script, *gpus)
+    wait_for_event(log, "start" if kind == "run" else "evalstart", "s1-seed2", driver)
+    root = os.path.join(env["RESULT_ROOT"], "tiny")
+    lock = "train.lock" if kind == "run" else "evaluations.lock"
+    pid = step_pid(os.path.join(root, "s1-seed2", "_logs", lock))
+    os.kill(pid, signal.SIGKILL)
+    try:
+        out, err = driver.communicate(timeout=60)
+    finally:
+        os.killpg(pid, signal.SIGKILL)  # the stand-in's sleep, left in its process group
+    assert driver.returncode == 137, err
+    what, log_name = (
+        (f"{root}/s1-seed2", "train") if kind == "run" else (f"sts_test_results of {root}/s1-seed2", "sts_test_results")
+    )
+    assert f"failed: {what}, exit status 137; log: {root}/s1-seed2/_logs/{log_name}.log" in err
+    assert "| s1 (1 of 2 seeds missing) |" in out and "| s2 (2 seeds) | 21.50 ± 0.71 | 22.50 ± 0.71 |" in out
+    before = Counter((e, d) for e, d, _, _ in events(log))
+    again = run_table({**env, "SLOW_SECONDS": "0.1"}, script, *gpus)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == TABLE
+    new = Counter((e, d) for e, d, _, _ in events(log)) - before
+    expected = {"start", "end", "evalstart", "evalend"} if kind == "run" else {"evalstart", "evalend"}
+    assert new == {(e, f"{root}/s1-seed2"): 1 for e in expected}
+
+
+# --- SLURM: a real time limit, a plain scancel and a job killed as when its node dies -------------
+
+SLURM_TABLE = TIMED.replace("for setting in 1 2", "for setting in 1")
+SLURM_PRINTED = TABLE.replace("| s2 (2 seeds) | 21.50 ± 0.71 | 22.50 ± 0.71 |\n", "")
+SLURM_ARGS = ["--executor", "slurm", "--slurm_partition", "debug", "--slurm_gpus_per_job", "0", "--slurm_time", "20"]
+
+
+def slurm_sweep(tmp_path, slurm_cluster, seconds=300):
+    """The table of two stand-in runs for SLURM, s1-seed2 slow (``seconds``) until SIGTERM stops it, and
+    the environment; the sweep started, once s1-seed2 runs: the driver, the run's directory, its job."""
+    env, log = timed_launcher(tmp_path)
+    env = {**env, "SLURM_CONF": slurm_cluster["SLURM_CONF"], "SLOW_RUN": "s1-seed2", "SLOW_SECONDS": str(seconds)}
+    script = table_script(tmp_path / "slurm.sh", SLURM_TABLE)
+    driver = start_table(env, script, *SLURM_ARGS)
+    wait_for_event(log, "start", "s1-seed2", driver, seconds=300)
+    run = os.path.join(env["RESULT_ROOT"], "tiny", "s1-seed2")
+    with open(os.path.join(run, "_logs", "slurm_job"), encoding="utf-8") as f:
+        job = json.load(f)["job_id"]
+    return script, env, log, driver, run, job
+
+
+def squeue_empty(env):
+    return subprocess.run(["squeue", "--noheader"], env=env, capture_output=True, text=True).stdout == ""
+
+
+@pytest.mark.e2e
+def test_a_slurm_job_at_its_time_limit_is_requeued_and_its_run_resumes(tmp_path, slurm_cluster):
+    """A real time limit: SLURM's signal before it (submitit's USR2, 90 s ahead) stops the run at its
+    step, the job requeues itself and the run resumes; the sweep prints the table."""
+    script, env, log, driver, run, job = slurm_sweep(tmp_path, slurm_cluster)
+    # its time limit brought down to a minute: SLURM's signal 90 s before the limit is due at once
+    subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=1"], env=env, check=True)
+    out, err = driver.communicate(timeout=600)
+    assert driver.returncode == 0, err
+    assert out == SLURM_PRINTED
+    with open(os.path.join(run, "_logs", "train.log"), encoding="utf-8") as f:
+        statuses = [line for line in f.read().splitlines() if line.startswith("[sweep] exit status")]
+    assert statuses == ["[sweep] exit status 143", "[sweep] exit status 0"]  # stopped at its step, then resumed
+    assert [e for e, d, _, _ in events(log) if d == run and "eval" not in e] == ["start", "term", "start", "end"]
+    assert squeue_empty(env)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("how", ["scancel", "killed"])
+def test_a_slurm_job_cancelled_or_killed_fails_alone_and_the_same_command_submits_it_again(
+    tmp_path, slurm_cluster, how
+):
+    """A plain ``scancel`` of the run's job (SIGTERM to its processes), or SIGKILL to every process of it
+    at once (its node dies): the other run and the table go on, the run is named failed with its cells
+    missing, and the same command submits it again."""
+    script, env, log, driver, run, job = slurm_sweep(tmp_path, slurm_cluster)
+    if how == "scancel":
+        subprocess.run(["scancel", job], env=env, check=True)
+    else:  # the job's step killed as when its node dies: the run and the job's own process, SIGKILL
+        group = step_pid(os.path.join(run, "_logs", "train.lock"))  # the run's launcher, its group's leader
+        step = []  # it and its ancestors up to SLURM's step daemon: the job's Python
+        pid = group
+        while not open(f"/proc/{pid}/comm").read().startswith("slurmstepd"):
+            step.append(pid)
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        assert len(step) >= 2
+        for signum in (signal.SIGSTOP, signal.SIGKILL):  # stopped first: none goes on while the others die
+            os.killpg(group, signum)
+            for pid in step:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signum)
+    out, err = driver.communicate(timeout=600)
+    lines = err.strip().splitlines()
+    if how == "scancel":  # SLURM's SIGTERM: the run stopped at its step, and says so
+        assert driver.returncode == 143, err
+        assert lines[-3:] == [
+            f"failed: {run}, exit status 143; log: {run}/_logs/train.log",
+            "error: SIGTERM stopped the run at step 1; no checkpoint saved yet",
+            "  hint: rerun the same command to resume",
+        ]
+    else:
+        assert driver.returncode == 1, err
+        assert lines[-2:] == [
+            f"failed: {run} (training), exit status 1; log: {run}/_logs/train.log",
+            "its job ended while it ran, recording nothing (killed outright, or its node failed)",
+        ]
+    assert "| s1 (1 of 2 seeds missing) |" in out
+    deadline = time.monotonic() + 60
+    while not squeue_empty(env):  # the killed job's evaluations, cancelled
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    again = run_table({**env, "SLOW_SECONDS": "0.1"}, script, *SLURM_ARGS, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == SLURM_PRINTED
+    stopped = ["term"] if how == "scancel" else []  # SIGTERM, else SIGKILL: nothing of it runs on
+    assert [e for e, d, _, _ in events(log) if d == run and "eval" not in e] == ["start", *stopped, "start", "end"]
+    assert squeue_empty(env)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_a_slurm_driver_stopped_leaves_the_jobs_and_the_same_command_follows_them(tmp_path, slurm_cluster, signum):
+    """Ctrl-C or ``kill -9`` of the slurm executor's driver while a run's job runs: the jobs go on, and
+    the same command follows them to the table without submitting any again."""
+    script, env, log, driver, run, job = slurm_sweep(tmp_path, slurm_cluster, seconds=15)
+    driver.send_signal(signum)
+    out, err = driver.communicate(timeout=60)
+    assert driver.returncode == (130 if signum == signal.SIGINT else -signal.SIGKILL), err
+    if signum == signal.SIGINT:
+        assert err.strip().splitlines()[-2:] == [
+            "error: SIGINT stopped the driver; the jobs go on in SLURM",
+            "  hint: rerun the same command to follow them",
+        ]
+    assert not squeue_empty(env)
+    again = run_table(env, script, *SLURM_ARGS, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == SLURM_PRINTED
+    with open(os.path.join(run, "_logs", "slurm_job"), encoding="utf-8") as f:
+        assert json.load(f)["job_id"] == job  # followed, not submitted again
+    assert [e for e, d, _, _ in events(log) if d == run and "eval" not in e] == ["start", "end"]
+    assert squeue_empty(env)

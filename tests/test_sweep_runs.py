@@ -1,19 +1,19 @@
 """The sweep's executors on real runs: a tiny table (2 settings x 2 seeds of run_simcse.py on a tiny
 BERT, each evaluated on STS-B dev) through the sequential executor, the gpus executor on the CPU with
-its GPU ids given, a gpus sweep stopped midway (SIGINT) and run again, and a real single-node SLURM
+its GPU ids given, a gpus sweep stopped midway (SIGINT) and run again, one killed outright (SIGKILL)
+and run again while its runs train on, and a real single-node SLURM
 (.ci/slurm) with one run's job signalled mid-run, requeued and resumed: every one prints the same
 table."""
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
 
 import pytest
 
-from .conftest import DATA, REPO, run_table, start_table, table_script, timed_launcher
+from .conftest import DATA, run_table, start_table, table_script, timed_launcher
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +35,6 @@ for setting in 1 2; do
 done
 tabulate --runs "${runs[@]}"
 """
-SLURM = os.path.join(REPO, ".ci", "slurm")
 
 
 @pytest.fixture(scope="module")
@@ -101,23 +100,34 @@ def test_gpus_executor_prints_the_sequential_table_and_a_stopped_sweep_finishes_
     assert f"resuming from {run / 'checkpoint-'}" in (run / "_logs" / "train.log").read_text()
 
 
-@pytest.fixture(scope="module")
-def slurm_cluster():
-    """The single-node SLURM of .ci/slurm: used when it answers, else started here (and stopped after).
-    Skipped only where SLURM is not installed, and never in CI."""
-    if shutil.which("sbatch") is None or shutil.which("slurmctld") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("SLURM is not installed: CI runs `bash .ci/slurm start` first")
-        pytest.skip("SLURM is not installed (bash .ci/slurm start installs and starts it)")
-    conf = subprocess.check_output(["bash", SLURM, "env"], text=True).split("=", 1)[1].strip()
-    env = {**os.environ, "SLURM_CONF": os.environ.get("SLURM_CONF", conf)}
-    started = subprocess.run(["sinfo"], env=env, capture_output=True).returncode != 0
-    if started:
-        env["SLURM_CONF"] = conf
-        subprocess.run(["bash", SLURM, "start"], check=True)
-    yield env
-    if started:
-        subprocess.run(["bash", SLURM, "stop"], check=True)
+def test_a_gpus_sweep_killed_outright_is_finished_by_the_same_command(tiny_table, sequential, tmp_path):
+    """``kill -9`` of the gpus sweep while its first two runs train on GPUs 0 and 1: they train on to
+    their end, and the same command, started at once, waits for them, starts nothing on a GPU before
+    the run there has ended, trains neither again and prints the sequential table."""
+    script, env = tiny_table
+    root = tmp_path / "killed"
+    driver = start_table(env(root), script, "--executor", "gpus", "--gpus", "0,1")
+    orphans = {"0": root / "tiny" / "temp1-seed1", "1": root / "tiny" / "temp1-seed2"}
+    wait_for(orphans["0"] / "checkpoint-20" / "trainer_state.json", driver)
+    driver.kill()
+    driver.communicate(timeout=60)
+    killed = time.time()
+    assert not any((run / "cse_config.json").exists() for run in orphans.values())
+    again = sweep(script, env(root), "--executor", "gpus", "--gpus", "0,1")
+    assert again.returncode == 0, again.stderr[-5000:]
+    assert again.stdout == sequential
+    for gpu, run in orphans.items():
+        assert f"waiting for {run}: PID " in again.stderr
+        headers = [
+            line for line in (run / "_logs" / "train.log").read_text().splitlines() if line.startswith("[sweep]")
+        ]
+        assert len(headers) == 1 and headers[0].endswith(f"(CUDA_VISIBLE_DEVICES={gpu})")  # one attempt: the orphan's
+    ended = {gpu: (run / "cse_config.json").stat().st_mtime for gpu, run in orphans.items()}
+    for setting, seed in ((2, 1), (2, 2)):  # started by the second sweep, on a GPU an orphan had held
+        header = (root / "tiny" / f"temp{setting}-seed{seed}" / "_logs" / "train.log").read_text().splitlines()[0]
+        began = time.mktime(time.strptime(header[len("[sweep] ") :][:19], "%Y-%m-%d %H:%M:%S"))
+        gpu = header.rsplit("CUDA_VISIBLE_DEVICES=", 1)[1].rstrip(")")
+        assert began > killed - 1 and began >= int(ended[gpu])  # the header's time is whole seconds
 
 
 def test_slurm_executor_prints_the_sequential_table_through_a_requeue(tiny_table, sequential, slurm_cluster, tmp_path):
