@@ -66,7 +66,8 @@ def main(argv: list[str]) -> int:
         found = ", ".join(f"{name} {installed} (needs >= {minimum})" for name, installed, minimum in old)
         upgrade = " ".join(f"'{name}>={minimum}'" for name, _, minimum in old)
         print(f"error: {sys.prefix} holds older releases than cse needs: {found}", file=sys.stderr)
-        print(f"hint: upgrade them yourself in that environment (pip install -U {upgrade}), then rerun", file=sys.stderr)
+        hint = f"upgrade them yourself in that environment (pip install -U {upgrade}), then rerun"
+        print(f"hint: {hint}", file=sys.stderr)
         return 2
     print("\n".join(missing))
     return 0

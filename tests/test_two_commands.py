@@ -109,9 +109,8 @@ def test_a_download_without_network_ends_in_one_error_and_keeps_nothing(tmp_path
     env = new_user_env(tmp_path, https_proxy=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, ALL_PROXY=proxy)
     result = run(checkout, "bash scripts/quickstart.sh", env)
     assert result.returncode == 1
-    assert result.stdout.splitlines()[0] == (
-        f"data: no ../shared/data beside the checkout; downloading wiki1m and SentEval into {checkout}/data (checksummed)"
-    )
+    said = f"data: no ../shared/data beside the checkout; downloading wiki1m and SentEval into {checkout}/data"
+    assert result.stdout.splitlines()[0] == said + " (checksummed)"
     error, hint = error_and_hint(result)
     assert error == (
         "error: could not download https://huggingface.co/datasets/princeton-nlp/datasets-for-simcse/resolve/main/"
@@ -138,22 +137,19 @@ def test_an_installation_without_network_removes_the_new_venv(tmp_path):
     assert sorted(os.listdir(checkout)) == ["pyproject.toml", "requirements.txt", "scripts"]
 
 
+def purelib(python) -> str:
+    """The site-packages folder of the environment of ``python``."""
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_an_existing_venv_is_reused_as_it_is(tmp_path):
     """A ``.venv`` that sees the packages of the environment running the tests (a .pth file) holds
     every requirement: it is used, nothing is installed, and a file in it stays."""
     checkout = scripts_copy(tmp_path, beside_shared=True)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(checkout / ".venv")], check=True)
-    site = subprocess.run(
-        [str(checkout / ".venv" / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    ours = subprocess.run(
-        [sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
-    ).stdout.strip()
-    with open(os.path.join(site, "outer.pth"), "w") as f:
-        f.write(ours + "\n")
+    with open(os.path.join(purelib(checkout / ".venv" / "bin" / "python"), "outer.pth"), "w") as f:
+        f.write(purelib(sys.executable) + "\n")
     (checkout / ".venv" / "mine").write_text("kept")
     result = run(checkout, ". scripts/setup.sh && cse_setup && echo PY=$PY", new_user_env(tmp_path))
     assert result.returncode == 0, result.stderr
@@ -170,7 +166,8 @@ def test_an_active_environment_is_used_as_it_is(tmp_path):
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
     result = run(checkout, ". scripts/setup.sh && cse_setup", env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[1] == f"environment: the active environment {sys.prefix}, every requirement installed"
+    said = f"environment: the active environment {sys.prefix}, every requirement installed"
+    assert result.stdout.splitlines()[1] == said
     assert not (checkout / ".venv").exists()
 
 
