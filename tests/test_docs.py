@@ -39,6 +39,8 @@ EXTERNAL_FLAGS = {
     "--kill-after",  # timeout, in scripts/gpu_checks.sh
     "--maxfail",  # pytest, in scripts/gpu_checks.sh
     "--durations",  # pytest, in scripts/gpu_checks.sh
+    "--format",  # pip list, in scripts/setup.sh
+    "--version",  # pip, in scripts/setup.sh
 }
 
 
