@@ -7,9 +7,11 @@ commands exactly as the README prints them."""
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+from subprocess import PIPE
 
 import pytest
 
@@ -61,8 +63,18 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-def run(checkout, command, env):
-    return subprocess.run(["bash", "-c", command], cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
+def run(checkout, command, env, timeout=300):
+    """``bash -c command`` in its own process group, killed whole (its training runs, pip) on a timeout."""
+    proc = subprocess.Popen(
+        ["bash", "-c", command], cwd=checkout, env=env, stdout=PIPE, stderr=PIPE, text=True, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def error_and_hint(result):
@@ -217,7 +229,7 @@ def test_two_commands_in_a_fresh_clone(tmp_path):
     (tmp_path / "user" / "shared").symlink_to(SHARED)
     env = new_user_env(tmp_path)
     quickstart, tests = readme_commands()
-    first = run(checkout, quickstart, env)
+    first = run(checkout, quickstart, env, timeout=2400)  # installs torch and the rest, trains, evaluates
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     lines = first.stdout.splitlines()
     assert lines[0] == f"data: {tmp_path}/user/shared/data, the local copy beside the checkout"
@@ -227,7 +239,7 @@ def test_two_commands_in_a_fresh_clone(tmp_path):
     assert [row.split(" | ")[0] for row in table] == ["| Model", "| all-MiniLM-L6-v2", "| + SimCSE", "| difference"]
     assert re.match(r"^wall time: \d+ s$", lines[-1])
     env["PYTEST_ADDOPTS"] = "tests/test_two_commands.py tests/test_quickstart.py -m 'not e2e'"
-    second = run(checkout, tests, env)
+    second = run(checkout, tests, env, timeout=1200)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     lines = second.stdout.splitlines()
     assert lines[1] == f"environment: {checkout}/.venv, every requirement installed"  # the first one's, reused
