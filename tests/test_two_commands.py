@@ -23,10 +23,21 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 import missing_requirements  # noqa: E402  (scripts/ is no package)
 
 
+def readme() -> str:
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        return f.read()
+
+
+def quickstart_table(text: str) -> dict[str, list[float]]:
+    """The rows of the last STS table (``| Model | STS12 ...``) in ``text``, by model."""
+    table = text[text.rindex("| Model | STS12 |") :].split("\n\n", 1)[0].splitlines()[2:]
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in table]
+    return {row[0]: [float(value) for value in row[1:]] for row in cells}
+
+
 def readme_commands() -> list[str]:
     """The commands of the README's first code block, the two commands, without their comments."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        block = re.search(r"^```bash\n(.*?)^```", f.read(), re.S | re.M).group(1)
+    block = re.search(r"^```bash\n(.*?)^```", readme(), re.S | re.M).group(1)
     return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
 
 
@@ -235,9 +246,13 @@ def test_two_commands_in_a_fresh_clone(tmp_path):
     assert lines[0] == f"data: {tmp_path}/user/shared/data, the local copy beside the checkout"
     assert lines[1].startswith(f"environment: {checkout}/.venv (new); installing what it lacks of requirements.txt: ")
     assert lines[2] == f"corpus: {tmp_path}/user/shared/data/wiki1m_head.txt"
-    table = [line for line in lines if line.startswith("| ")]
-    assert [row.split(" | ")[0] for row in table] == ["| Model", "| all-MiniLM-L6-v2", "| + SimCSE", "| difference"]
+    assert re.match(r"^set-up: \d+ s$", lines[3])
     assert re.match(r"^wall time: \d+ s$", lines[-1])
+    # the table the README prints: the base model's row exactly, the trained one's within float rounding
+    printed, documented = quickstart_table(first.stdout), quickstart_table(readme())
+    assert list(printed) == list(documented) == ["all-MiniLM-L6-v2", "+ SimCSE", "difference"]
+    assert printed["all-MiniLM-L6-v2"] == documented["all-MiniLM-L6-v2"]
+    assert max(abs(a - b) for a, b in zip(printed["+ SimCSE"], documented["+ SimCSE"])) <= 0.02
     env["PYTEST_ADDOPTS"] = "tests/test_two_commands.py tests/test_quickstart.py -m 'not e2e'"
     second = run(checkout, tests, env, timeout=1200)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
