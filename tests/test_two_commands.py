@@ -30,7 +30,8 @@ def readme() -> str:
 
 def quickstart_table(text: str) -> dict[str, list[float]]:
     """The rows of the last STS table (``| Model | STS12 ...``) in ``text``, by model."""
-    table = text[text.rindex("| Model | STS12 |") :].split("\n\n", 1)[0].splitlines()[2:]
+    lines = text[text.rindex("| Model | STS12 |") :].splitlines()
+    table = lines[2 : next((i for i, line in enumerate(lines) if not line.startswith("|")), len(lines))]
     cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in table]
     return {row[0]: [float(value) for value in row[1:]] for row in cells}
 
