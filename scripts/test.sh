@@ -8,6 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
+[[ -d ../shared/models/tokenizers ]] ||
+    cse_fail 2 "the tests read ../shared beside the checkout (SentEval's data, the BERT and RoBERTa tokenizers); there is none" \
+        "put the shared folder beside the checkout (../shared: data/, models/; its README.md lists them)"
 cse_setup
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 exec "$PY" -m pytest -q "$@"

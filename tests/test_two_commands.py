@@ -118,6 +118,15 @@ def test_a_python3_older_than_required_is_refused_before_anything_is_written(tmp
     assert sorted(os.listdir(checkout)) == ["pyproject.toml", "requirements.txt", "scripts"]
 
 
+def test_the_tests_without_shared_beside_the_checkout_are_refused_before_any_set_up(tmp_path):
+    checkout = scripts_copy(tmp_path, beside_shared=False)
+    result = run(checkout, "bash scripts/test.sh", new_user_env(tmp_path))
+    assert result.returncode == 2 and result.stdout == ""
+    error, hint = error_and_hint(result)
+    assert error.startswith("error: the tests read ../shared beside the checkout") and "tokenizers" in error
+    assert sorted(os.listdir(checkout)) == ["pyproject.toml", "requirements.txt", "scripts"]
+
+
 def test_the_minimum_python_is_pyprojects():
     with open(os.path.join(REPO, "pyproject.toml"), encoding="utf-8") as f:
         (minimum,) = re.findall(r'^requires-python = ">=(3\.\d+)"$', f.read(), re.M)
