@@ -30,6 +30,7 @@ from . import registry
 from .arguments import CONFIG_SUFFIXES, ArgumentParser, given_flags, parse_args, read_config_file
 from .errors import CSEUsageError
 from .parts import BASE_EQUATION, SLOTS, pairs_refused, said_of, why_not
+from .parts_overview import overview
 from .registry import BASE_ARGUMENTS, MethodRecord
 
 
@@ -56,12 +57,7 @@ def requested_parts(argv: list[str]) -> list[str]:
         value = read_config_file(argv[0]).get("parts")
     if value is None and any(arg in ("-h", "--help") for arg in argv):
         # the flags depend on the parts: say which there are, and how to list a composition's flags
-        print(
-            "usage: run_cse.py --parts PART[,PART...] [flags]\n\n"
-            f"Parts from different papers on SimCSE's InfoNCE (docs/composition.md): "
-            f"{', '.join(registry.part_names())}.\n"
-            "A composition's flags: run_cse.py --parts mixcse,vadvcse --help"
-        )
+        print(overview(registry.part_names()), end="")
         raise SystemExit(0)
     if value is None:
         raise CSEUsageError(
@@ -204,17 +200,21 @@ def route(chosen, config: dict, argv: list[str], base: set[str], config_path: st
 
 
 def composed_help(chosen: list[MethodRecord], base_types: tuple[type, ...]) -> str:
-    """``--help`` of a composition: the shared flags, then each part's with their spellings."""
-    lines = [ArgumentParser(base_types, prog="run_cse.py", allow_abbrev=False).format_help()]
+    """``--help`` of a composition or of a part alone: each part's flags with their spellings and
+    defaults first (what a user of ``--parts`` is after), then the shared flags."""
+    lines = []
     for record in chosen:
         if not record.method_arguments:
             continue
         shared_names = {name for other in chosen if other is not record for name in flag_fields(other)}
-        lines.append(f"{record.display_name}'s flags (--parts {record.name}):")
+        lines.append(f"{record.display_name}'s flags (--parts {record.name}; {record.docs}):")
         for name, f in flag_fields(record).items():
             spelled = f"--{record.name}_{name}" + ("" if name in shared_names else f", --{name}")
-            lines.append(f"  {spelled}\n      {f.metadata.get('help', '')}")
-    return "\n".join(lines) + "\n"
+            default = "" if f.default is dataclasses.MISSING else f" (default: {f.default})"
+            lines.append(f"  {spelled}\n      {f.metadata.get('help', '')}{default}")
+    lines.append("\nThe shared flags (model, data, training):")
+    lines.append(ArgumentParser(base_types, prog="run_cse.py", allow_abbrev=False).format_help())
+    return "\n".join(lines)
 
 
 def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
@@ -228,6 +228,10 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
     config_path = argv[0] if argv and argv[0].endswith(CONFIG_SUFFIXES) else None
     config, argv = (read_config_file(config_path), argv[1:]) if config_path else ({}, argv)
     flags = given_flags(argv) | set(config)
+    if any(arg in ("-h", "--help") for arg in argv):
+        shared_types = chosen[0].arguments if len(chosen) == 1 else BASE_ARGUMENTS  # a preset's defaults
+        print(composed_help(chosen, (*shared_types, PartsArguments, *extra)), end="")
+        raise SystemExit(0)
     if len(chosen) == 1:
         # the preset: its run script's dataclasses, the part's flags spelled either way
         record = chosen[0]
@@ -240,9 +244,6 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
         return (*parsed[:3], record, record.preset(parsed), *parsed[len(record.argument_types) + 1 :])
     base_types = (*BASE_ARGUMENTS, PartsArguments, *extra)
     base = names_of(base_types)
-    if any(arg in ("-h", "--help") for arg in argv):
-        print(composed_help(chosen, base_types), end="")
-        raise SystemExit(0)
     shared, own = route(chosen, config, argv, base, config_path)  # a shared config key named as the file's
     check_flags_of_other_parts(chosen, flags, base)
     parsed = parse_args(base_types, shared[1], config=shared[0], config_path=config_path)
@@ -273,10 +274,11 @@ def main(argv: list[str] | None = None, callbacks=()):
     ``callbacks`` (``TrainerCallback`` objects) join the Trainer's. Returns the trainer. A script that
     registers a part of its own (docs/extending.md) calls this after registering it."""
     from .environment import check_min_versions
-    from .pipeline import train
 
     check_min_versions()
     model_args, data_args, training_args, record, parts = parse(argv)
+    from .pipeline import train  # after parse: --help and refusals answer without loading the trainer
+
     return train(record, parts, model_args, data_args, training_args, callbacks)
 
 

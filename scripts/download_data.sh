@@ -50,7 +50,12 @@ fetch() {
     fi
     expected=$(curl -sIL "$url" | hub_sha256_from_headers) || expected=""
     log "downloading $url"
-    curl -fL --retry 3 -o "$target.part" "$url"
+    if ! curl -fL --retry 3 -o "$target.part" "$url"; then
+        rm -f "$target.part"
+        echo "error: could not download $url (curl's message above); nothing of it is kept" >&2
+        echo "hint: check the network connection to huggingface.co and rerun, or point CSE_DATA_DIR at a copy of the data (docs/data.md)" >&2
+        exit 1
+    fi
     if [[ -z $expected ]]; then
         log "WARNING: the hub's headers for $name declare no sha256 (no x-linked-etag or etag with one);" \
             "it is checked only against scripts/data_checksums.txt"

@@ -108,10 +108,40 @@ def test_a_config_that_sets_a_part_flag_under_both_spellings_is_refused(tmp_path
     assert [part.args.mix_lambda for part in parts if part.name == "mixcse"] == [0.2]
 
 
-def test_help_without_parts_names_the_parts():
-    proc = subprocess.run([sys.executable, "run_cse.py", "--help"], capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 0 and proc.stdout.startswith("usage: run_cse.py --parts")
-    assert ", ".join(registry.part_names()) in proc.stdout
+def imported_modules(stderr: str) -> set[str]:
+    """The modules ``python -X importtime`` reports loading."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_help_without_parts_names_the_parts_before_importing_torch():
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "run_cse.py", "--help"], capture_output=True, text=True, cwd=REPO
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: run_cse.py [CONFIG] --parts PART[,PART...]")
+    assert f"docs/composition.md): {', '.join(registry.part_names())}." in proc.stdout
+    assert "run_cse.py --parts mixcse --help" in proc.stdout
+    modules = imported_modules(proc.stderr)
+    assert "cse.parts_overview" in modules and not modules & {"torch", "transformers", "cse.registry"}
+    from cse.parts_overview import PARTS
+
+    assert list(PARTS) == registry.part_names()
+
+
+def test_a_parts_help_puts_its_flags_first_in_both_spellings():
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "run_cse.py", "--parts", "mixcse", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == ["MixCSE's flags (--parts mixcse; docs/methods/mixcse.md):", "  --mixcse_variant, --variant"]
+    assert lines[2].endswith("(default: released)")
+    shared = lines.index("The shared flags (model, data, training):")
+    assert all(not line.startswith("usage:") for line in lines[:shared])
+    assert "--model_name_or_path" in proc.stdout[proc.stdout.index("The shared flags") :]
+    assert "cse.pipeline" not in imported_modules(proc.stderr)  # the trainer is loaded to train, not to answer
 
 
 def test_a_refusal_is_one_line_with_exit_2_and_writes_nothing(tmp_path):

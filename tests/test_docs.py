@@ -40,6 +40,8 @@ EXTERNAL_FLAGS = {
     "--maxfail",  # pytest, in scripts/gpu_checks.sh
     "--durations",  # pytest, in scripts/gpu_checks.sh
     "--test-only",  # sbatch, which the slurm executor asks before it submits
+    "--format",  # pip list, in scripts/setup.sh
+    "--version",  # pip, in scripts/setup.sh
 }
 
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.model_selection import StratifiedKFold
 
 # SentEval's L2 grid for its PyTorch classifier (validation.py, usepytorch=True).
 L2_GRID = tuple(10.0**t for t in range(-5, -1))
@@ -257,14 +256,23 @@ def _round_pct(value: float) -> float:
     return round(100 * float(value), 2)
 
 
+def stratified_folds(n_splits: int, seed: int):
+    """scikit-learn's ``StratifiedKFold(n_splits, shuffle=True, random_state=seed)``, SentEval's folds.
+    scikit-learn is imported here, not with the module: only the transfer tasks use it, and it takes
+    seconds to load (the trainer and every command's ``--help`` import this module)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    return StratifiedKFold(n_splits, shuffle=True, random_state=seed)
+
+
 def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, config: ClassifierConfig, device="cpu") -> dict:
     """SentEval's ``InnerKFoldClassifier`` (MR, CR, SUBJ, MPQA): ``kfold`` outer folds; in each, the
     penalty with the best mean accuracy over ``kfold`` inner folds of the outer training part (each
     inner classifier early-stopped on its inner test fold), then one classifier with that penalty on
     the whole training part (5% held out for early stopping), scored on the outer test fold. Folds are
     scikit-learn's ``StratifiedKFold(shuffle=True, random_state=1111)``, as in SentEval."""
-    folds = list(StratifiedKFold(config.kfold, shuffle=True, random_state=1111).split(X, y))
-    inner = StratifiedKFold(config.kfold, shuffle=True, random_state=1111)
+    folds = list(stratified_folds(config.kfold, 1111).split(X, y))
+    inner = stratified_folds(config.kfold, 1111)
     splits = [
         Split(train_idx[a], train_idx[b]) for train_idx, _ in folds for a, b in inner.split(X[train_idx], y[train_idx])
     ]
@@ -291,7 +299,7 @@ def kfold(train: tuple, test: tuple, nclasses: int, config: ClassifierConfig, de
     one classifier with it on the whole training set (5% held out for early stopping), scored on the
     test set. Also returns the test predictions."""
     (X, y), (X_test, y_test) = train, test
-    folds = list(StratifiedKFold(config.kfold, shuffle=True, random_state=config.seed).split(X, y))
+    folds = list(stratified_folds(config.kfold, config.seed).split(X, y))
     Xt, yt = torch.as_tensor(X, dtype=torch.float32, device=device), torch.as_tensor(y, device=device)
     splits = [Split(a, b) for a, b in folds]
     _, _, acc = train_classifiers(Xt, yt, nclasses, splits, np.tile(np.array(L2_GRID), (len(splits), 1)), config)

@@ -24,7 +24,6 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
 
 from ..paths import require_path
 
@@ -141,6 +140,9 @@ def cosine_scores(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
 
 
 def correlations(predicted: np.ndarray, gold: np.ndarray) -> dict:
+    # scipy.stats takes seconds to load: imported at the first evaluation, not with every command
+    from scipy.stats import pearsonr, spearmanr
+
     return {
         "spearman": float(spearmanr(predicted, gold)[0]),
         "pearson": float(pearsonr(predicted, gold)[0]),

@@ -308,7 +308,7 @@ class VAdvCSE(Part):
     equation = (
         "+ lambda L_vadv (Eq. 10): F between the anchor's softmax over the batch's positives, p(j|x_i) = "
         "softmax_j(s(h_i, h_j+)/tau), and the same with x_i's word embeddings perturbed by the r_i that maximises F "
-        "in the ball ||r_i|| <= eps (Ko 2022); with an MLP-BN training head on [CLS]"
+        "in the ball ||r_i|| <= eps (Ko, undated); with an MLP-BN training head on [CLS]"
     )
     Flags = VAdvCSEArguments
     refuses = {
