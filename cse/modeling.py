@@ -55,6 +55,8 @@ PROGRESS_SECONDS = 5.0
 # Backbones whose attention mask transformers builds with ``create_bidirectional_mask``, which takes
 # a prepared 4D mask as it is (see :func:`prepared_attention_mask`).
 PREPARED_MASK_MODEL_TYPES = frozenset({"bert", "roberta"})
+# What transformers records in a tokenizer's settings of how its files were found, not what the tokenizer is
+LOADING_ONLY_TOKENIZER_KEYS = ("local_files_only", "is_local")
 
 
 def prepared_attention_mask(backbone, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -305,6 +307,11 @@ class CSEModel(nn.Module):
             with whole_weights_loading():
                 backbone = AutoModel.from_pretrained(model_name_or_path, **backbone_kwargs)
             tokenizer = AutoTokenizer.from_pretrained(tokenizer_name_or_path or model_name_or_path, cache_dir=cache_dir)
+            # transformers keeps how the files were found (the hub's offline mode, a local folder) among
+            # the tokenizer's settings and saves them: an export would then depend on the environment it
+            # was written in (a run resumed offline differs from the same run online); its loader sets them anew
+            for how_loaded in LOADING_ONLY_TOKENIZER_KEYS:
+                tokenizer.init_kwargs.pop(how_loaded, None)
         except (OSError, ValueError) as err:
             # transformers' own account (unreachable hub, unknown repo, missing weights file, a config
             # it cannot read) comes first

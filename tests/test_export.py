@@ -129,3 +129,20 @@ def test_a_trained_sarcse_export_loads_in_sentence_transformers(tiny_roberta, tm
     card = (out / "README.md").read_text(encoding="utf-8")
     assert f'SentenceTransformer("{out}", trust_remote_code=True)' in card
     assert "this model's own code (`sarcse_embedding.py`, `textcnn.py`)" in card
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_the_exported_tokenizer_does_not_record_how_its_files_were_found(tiny_bert, tmp_path, monkeypatch, offline):
+    """transformers 5.24 keeps the hub's offline mode (``local_files_only``) and ``is_local`` among a
+    loaded tokenizer's settings: an export would differ between a run resumed offline and the same run
+    online. The export's tokenizer_config.json holds the tokenizer alone, whatever the hub's mode."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+    CSEModel.from_pretrained(tiny_bert, pooler_type="cls").save_pretrained(str(tmp_path / "export"))
+    with open(tmp_path / "export" / "tokenizer_config.json", encoding="utf-8") as f:
+        saved = json.load(f)
+    assert "local_files_only" not in saved and "is_local" not in saved
+    with open(os.path.join(tiny_bert, "tokenizer_config.json"), encoding="utf-8") as f:
+        source = {k: v for k, v in json.load(f).items() if k not in ("local_files_only", "is_local")}
+    assert {k: saved[k] for k in source if k in saved} == {k: v for k, v in source.items() if k in saved}
