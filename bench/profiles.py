@@ -38,6 +38,8 @@ class Profile:
     eval_repeats: int
     methods: tuple[str, ...]
     bf16: bool
+    # each method's steps beside a hand-written loop's, interleaved (bench.overhead)
+    hand_loop: bool = False
 
     def backbone_config(self) -> dict:
         return {
@@ -56,7 +58,24 @@ METHODS = {
     for name, shape in record.bench.items()
 } | {SENTENCE_TRANSFORMERS: BenchShape("bench.st_mnrl", "configs/simcse_bert_base.yaml", "bert", evaluates=False)}
 
+# the methods of this package (sentence-transformers' recipe has no step program to write by hand)
+METHODS_TRAINED = tuple(name for name in METHODS if name != SENTENCE_TRANSFORMERS)
+
 PROFILES = {
+    # compute negligible: the Trainer's own cost per step against a hand-written loop's
+    "cpu-micro": Profile(
+        "cpu",
+        1,
+        8,
+        2,
+        32,
+        warmup_steps=10,
+        steps=60,
+        eval_repeats=0,
+        methods=METHODS_TRAINED,
+        bf16=False,
+        hand_loop=True,
+    ),
     "cpu-tiny": Profile(
         "cpu", 2, 128, 2, 512, warmup_steps=3, steps=20, eval_repeats=3, methods=tuple(METHODS), bf16=False
     ),

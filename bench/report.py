@@ -41,6 +41,11 @@ def summarise(method: str, raw: dict, batch_size: int, peak_flops_per_s: float |
         "sentences_per_s": batch_size / median,
         "projected_full_run_s": projected_run_s(median, dev_suite),
     }
+    if "hand_step_times_s" in raw:
+        hand = statistics.median(raw["hand_step_times_s"])
+        summary["hand_step_time_s"] = hand
+        summary["overhead_per_step_s"] = median - hand
+        summary["step_time_vs_hand"] = median / hand
     if raw["flops_per_step"] is not None and peak_flops_per_s is not None:
         summary["mfu"] = mfu(raw["flops_per_step"], median, peak_flops_per_s)
     return summary
@@ -110,6 +115,41 @@ COLUMNS = (
     "STS test s",
     "full run",
 )
+
+
+BREAKDOWN = ("batch", "copy", "callbacks", "logging", "scheduler", "step_program")
+OVERHEAD_COLUMNS = (
+    "method",
+    "run script ms (p10-p90)",
+    "hand loop ms",
+    "difference ms",
+    "ratio",
+    *(f"{name.replace('_', ' ')} ms" for name in BREAKDOWN),
+    "Trainer's loop ms",
+)
+
+
+def overhead_table(results: dict) -> str:
+    """The run script's step beside the hand-written loop's (medians), and the mean per step of each
+    piece of the Trainer's step (:mod:`bench.overhead`); the Trainer's loop is the difference less the
+    pieces the hand loop lacks (the step program is in both)."""
+    lines = ["| " + " | ".join(OVERHEAD_COLUMNS) + " |", "|" + "---|" * len(OVERHEAD_COLUMNS)]
+    for method, r in results.items():
+        if "hand_step_time_s" not in r:
+            continue
+        step, parts = r["step_time_s"], r["breakdown_s"]
+        rest = r["overhead_per_step_s"] - sum(parts[name] for name in BREAKDOWN if name != "step_program")
+        row = [
+            method,
+            f"{step['median'] * 1e3:.2f} ({step['p10'] * 1e3:.2f}-{step['p90'] * 1e3:.2f})",
+            f"{r['hand_step_time_s'] * 1e3:.2f}",
+            f"{r['overhead_per_step_s'] * 1e3:.2f}",
+            f"{r['step_time_vs_hand']:.2f}",
+            *(f"{parts[name] * 1e3:.2f}" for name in BREAKDOWN),
+            f"{rest * 1e3:.2f}",
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 def table(results: dict) -> str:
