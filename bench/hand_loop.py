@@ -1,12 +1,13 @@
 """The yardstick of the Trainer's cost per step: a training step written by hand in plain PyTorch.
 
-:class:`HandStep` does a method's math on a batch as a plain loop would: the parts' before-step hook,
-the method's step program (forward and loss terms: ``trainer.step_loss_function``, compiled when the
-run compiles), ``backward``, gradient clipping, its own AdamW step and linear schedule, the parts'
-after-step updates, the gradients dropped. It trains the run's own model and parts (a benchmark
-measures time, not what is learnt), on the batch the Trainer has just trained on, already collated
-and on the device: what a hand-written loop that sliced its batches from a tokenised corpus on the
-device would have. No data loader, no callbacks, no logging, no bookkeeping.
+:class:`HandStep` does a method's math on a batch as a plain loop would: the parts' before-step
+hook, the method's step program (forward and loss terms: ``trainer.step_loss_function``, compiled
+when the run compiles), ``backward``, gradient clipping, the step of an optimizer of its own (the
+Trainer's class and settings) on a linear schedule, the parts' after-step updates. It trains the
+run's own model and parts (a benchmark measures time, not what is learnt), on the batch the Trainer
+has just trained on, already collated and on the device: what a hand-written loop that sliced its
+batches from a tokenised corpus on the device would have. No data loader, no callbacks, no logging,
+no bookkeeping.
 
 On a GPU (``capture``) the step is captured once per batch shape as a CUDA graph
 (:class:`cse.step_graph.StepGraphs`), as ``--cuda_graphs`` captures the Trainer's step.
@@ -19,8 +20,8 @@ import torch
 
 class HandStep:
     """One hand-written training step of ``trainer``'s model, loss and parts (the module docstring),
-    with an optimizer and schedule of its own (AdamW at the run's learning rate, decaying linearly
-    over ``total_steps``). Call it with a collated batch on the device; it returns the loss."""
+    with an optimizer and schedule of its own (the Trainer's optimizer class and settings, the learning
+    rate decaying linearly over ``total_steps``). Call it with a collated batch on the device; it returns the loss."""
 
     def __init__(self, trainer, total_steps: int, capture: bool = False):
         from cse.step_graph import StepGraphs
@@ -30,19 +31,13 @@ class HandStep:
         self.model = trainer.model
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.trained = self.params + [t for part in trainer.parts for t in part.parameters()]
-        # fused where the Trainer's is (adamw_torch_fused, a GPU), with the learning rate in a device tensor
-        # under capture, which the schedule fills in place
-        fused = args.device.type == "cuda"
-        lr = torch.tensor(args.learning_rate, device=args.device) if capture else args.learning_rate
-        self.optimizer = torch.optim.AdamW(
-            self.trained,
-            lr=lr,
-            betas=(args.adam_beta1, args.adam_beta2),
-            eps=args.adam_epsilon,
-            weight_decay=args.weight_decay,
-            fused=fused or None,
-            capturable=capture,
-        )
+        # the Trainer's optimizer (its class and settings: fused where it is fused) over the same tensors, with
+        # the learning rate in a device tensor under capture, which the schedule fills in place
+        trainers = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate's wrapper holds it
+        settings = dict(trainers.defaults)
+        if capture:
+            settings.update(lr=torch.tensor(args.learning_rate, device=args.device), capturable=True)
+        self.optimizer = type(trainers)(self.trained, **settings)
         self.base_lr, self.total_steps, self.done = args.learning_rate, total_steps, 0
         self.grads = [torch.zeros_like(t) for t in self.trained]
         self.graphs = StepGraphs(self, capture=capture)

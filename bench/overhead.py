@@ -10,9 +10,10 @@ the Trainer's step time.
 timed too) of each piece of the Trainer's step that the hand loop does not have, summed over the
 timed steps: fetching and collating the batch (``get_batch_samples``, which also moves it to the
 device), the copy in ``training_step`` (``_prepare_inputs``), the callbacks (the timer's own work
-excluded), logging (``_maybe_log_save_evaluate``), the scheduler's step, and the step program's
-Python around the model's forward (``training_loss`` less the forward: in both loops). What is left
-is the Trainer's own loop and bookkeeping.
+excluded), logging (``_maybe_log_save_evaluate``) and the scheduler's step. What is left is the
+Trainer's own loop and bookkeeping. Two more pieces run in both loops, and are given for scale: the
+step program's Python around the model's forward (``training_loss`` less the forward) and the
+parts' before- and after-step hooks.
 """
 
 from __future__ import annotations
@@ -24,19 +25,21 @@ from transformers import Trainer
 from transformers.trainer_callback import CallbackHandler
 
 from cse.modeling import CSEModel
-from cse.trainer import CSETrainer
+from cse.trainer import CSETrainer, PartHooks
 
 from .hand_loop import HandStep
 from .timer import StepTimer, synchronize
 
-# component -> (class, method) timed in the Trainer's steps; the scheduler is timed on its instance
+# component -> the (class, method)s timed for it in the Trainer's steps; the scheduler is timed on its instance
 COMPONENTS = {
-    "batch": (CSETrainer, "get_batch_samples"),
-    "copy": (Trainer, "_prepare_inputs"),
-    "callbacks": (CallbackHandler, "call_event"),
-    "logging": (Trainer, "_maybe_log_save_evaluate"),
-    "step_program": (CSETrainer, "training_loss"),
-    "forward": (CSEModel, "forward"),
+    "batch": [(CSETrainer, "get_batch_samples")],
+    "copy": [(Trainer, "_prepare_inputs")],
+    "callbacks": [(CallbackHandler, "call_event")],
+    "logging": [(Trainer, "_maybe_log_save_evaluate")],
+    "step_program": [(CSETrainer, "training_loss")],
+    "forward": [(CSEModel, "forward")],
+    # the parts' hooks, which the hand-written step runs too, are kept out of the callbacks' time
+    "part_hooks": [(PartHooks, "on_step_begin"), (PartHooks, "on_optimizer_step")],
 }
 
 
@@ -74,8 +77,9 @@ class Breakdown:
             self._children[-1] += seconds
 
     def install(self) -> None:
-        for key, (owner, name) in COMPONENTS.items():
-            setattr(owner, name, self.timed(getattr(owner, name), key))
+        for key, methods in COMPONENTS.items():
+            for owner, name in methods:
+                setattr(owner, name, self.timed(getattr(owner, name), key))
         batches = CSETrainer.get_batch_samples
 
         def get_batch_samples(trainer, *args, **kwargs):
