@@ -15,6 +15,8 @@ On a GPU (``capture``) the step is captured once per batch shape as a CUDA graph
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 
@@ -34,7 +36,8 @@ class HandStep:
         # the Trainer's optimizer (its class and settings: fused where it is fused) over the same tensors, with
         # the learning rate in a device tensor under capture, which the schedule fills in place
         trainers = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate's wrapper holds it
-        settings = dict(trainers.defaults)
+        accepted = inspect.signature(type(trainers)).parameters  # defaults may hold settings it derives
+        settings = {key: value for key, value in trainers.defaults.items() if key in accepted}
         if capture:
             settings.update(lr=torch.tensor(args.learning_rate, device=args.device), capturable=True)
         self.optimizer = type(trainers)(self.trained, **settings)

@@ -76,8 +76,10 @@ class Breakdown:
         if self._children:
             self._children[-1] += seconds
 
-    def install(self) -> None:
-        for key, methods in COMPONENTS.items():
+    def install(self, timed: bool = True) -> None:
+        """Time the components (``timed``: not in a compiled, captured run, whose traced code they would
+        change), and keep the trainer and its latest batch."""
+        for key, methods in COMPONENTS.items() if timed else ():
             for owner, name in methods:
                 setattr(owner, name, self.timed(getattr(owner, name), key))
         batches = CSETrainer.get_batch_samples
@@ -109,9 +111,11 @@ class InterleavedTimer(StepTimer):
         self.capture = capture
         self.hand: HandStep | None = None
         self.hand_times: list[float] = []
+        self.hand_cpu_times: list[float] = []
 
     def on_train_begin(self, args, state, control, lr_scheduler=None, **kwargs):
-        lr_scheduler.step = self.breakdown.timed(lr_scheduler.step, "scheduler")
+        if not self.capture:
+            lr_scheduler.step = self.breakdown.timed(lr_scheduler.step, "scheduler")
 
     def on_step_end(self, args, state, control, **kwargs):
         own = time.perf_counter()
@@ -120,11 +124,12 @@ class InterleavedTimer(StepTimer):
         super().on_step_end(args, state, control, **kwargs)
         if self.hand is None:
             self.hand = HandStep(breakdown.trainer, self.warmup_steps + self.steps, capture=self.capture)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         self.hand.step(breakdown.last_batch)
         synchronize(args.device)
         if state.global_step > self.warmup_steps:
             self.hand_times.append(time.perf_counter() - start)
+            self.hand_cpu_times.append(time.process_time() - cpu)
         if state.global_step == self.warmup_steps:
             breakdown.reset()
         breakdown.active = not control.should_training_stop

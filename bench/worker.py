@@ -51,7 +51,7 @@ def time_evaluation(trainer, suites: list[str], repeats: int, senteval_data_dir:
 def run(spec: dict) -> dict:
     if spec.get("hand_loop"):
         breakdown = Breakdown()
-        breakdown.install()
+        breakdown.install(timed=not spec["captured"])
         timer = InterleavedTimer(spec["warmup_steps"], spec["steps"], breakdown, capture=spec["captured"])
     else:
         timer = StepTimer(spec["warmup_steps"], spec["steps"], count_flops=spec["count_flops"])
@@ -70,7 +70,9 @@ def run(spec: dict) -> dict:
     }
     if spec.get("hand_loop"):
         result["hand_step_times_s"] = timer.hand_times
-        result["breakdown_s"] = timer.breakdown.per_step(spec["steps"])
+        result["hand_step_cpu_times_s"] = timer.hand_cpu_times
+        if not spec["captured"]:
+            result["breakdown_s"] = timer.breakdown.per_step(spec["steps"])
     if spec["eval_repeats"] and spec["eval_suites"]:
         result["eval"] = time_evaluation(trainer, spec["eval_suites"], spec["eval_repeats"], spec["senteval_data_dir"])
     return result

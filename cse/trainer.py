@@ -228,7 +228,10 @@ class CSETrainer(Trainer):
         updates, and the Trainer's own clipping, optimizer step and ``zero_grad`` that follow find no
         gradient and do nothing (:mod:`cse.step_graph`). The logging steps of ``--log_term_gradients``
         take the Trainer's step."""
-        model.train()
+        # The Trainer's step puts every module in training mode, walking them all; the whole step does so only
+        # when the model is not in it (the evaluation, which leaves it, restores the mode it found).
+        if not model.training:
+            model.train()
         self.whole_step_ran = False
         if self.whole_step is None or self.is_term_logging_step(model):
             return super().training_step(model, inputs, num_items_in_batch)
