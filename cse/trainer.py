@@ -228,13 +228,14 @@ class CSETrainer(Trainer):
         updates, and the Trainer's own clipping, optimizer step and ``zero_grad`` that follow find no
         gradient and do nothing (:mod:`cse.step_graph`). The logging steps of ``--log_term_gradients``
         take the Trainer's step."""
-        # The Trainer's step puts every module in training mode, walking them all; the whole step does so only
-        # when the model is not in it (the evaluation, which leaves it, restores the mode it found).
+        # Every module in training mode (a walk over them all, which the Trainer's own step does again: here
+        # only what is_term_logging_step reads when the model is not in it, and for the whole step).
         if not model.training:
             model.train()
         self.whole_step_ran = False
         if self.whole_step is None or self.is_term_logging_step(model):
             return super().training_step(model, inputs, num_items_in_batch)
+        model.train()
         if self.step_graphs is None:
             self.step_graphs = self.start_whole_step(model)
         loss, self.last_grad_norm, statistics = self.step_graphs.step(
