@@ -62,3 +62,32 @@ def test_cuda_captured_evaluation_equals_the_eager_one(tiny_bert, dev_sentences)
             for p in model.parameters():
                 p.mul_(0.9)
     assert len(captured.graphs.graphs) == len(captured.shapes)
+
+
+@pytest.mark.e2e  # three evaluations of the whole dev suite
+def test_the_trainer_evaluates_through_one_bucketed_encoder_under_cuda_graphs(tiny_roberta, tmp_path, monkeypatch):
+    """Under --cuda_graphs the trainer's evaluations encode the dev suite through one BucketedEncoder,
+    built (tokenised) at the first and asked to capture, and score as the eager evaluation does (the
+    capture itself needs a GPU: here the encoder runs eagerly)."""
+    import cse.trainer
+
+    from .conftest import make_sarcse_trainer
+
+    built = []
+
+    class Eager(BucketedEncoder):
+        def __init__(self, *args, capture, **kwargs):
+            assert capture
+            super().__init__(*args, capture=False, **kwargs)
+            built.append(self)
+
+    monkeypatch.setattr(cse.trainer, "BucketedEncoder", Eager)
+    trainer = make_sarcse_trainer(tiny_roberta, tmp_path)
+    expected = trainer.evaluate()
+    trainer.args.cuda_graphs = True
+    for _ in range(2):
+        metrics = trainer.evaluate()
+        assert metrics.keys() == expected.keys()
+        for key, value in expected.items():
+            assert metrics[key] == pytest.approx(value, abs=1e-5), key
+    assert len(built) == 1
