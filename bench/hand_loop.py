@@ -48,7 +48,9 @@ class HandStep:
         """One step on ``inputs``; its loss."""
         for part in self.trainer.parts:
             part.step_begin(self.trainer)
-        loss, _, _ = self.graphs.step(inputs)
+        # already there where the data loader places batches on the device (a no-op then)
+        device = self.trainer.args.device
+        loss, _, _ = self.graphs.step({k: v.to(device, non_blocking=True) for k, v in inputs.items()})
         self.done += 1
         lr = self.base_lr * max(0.0, 1 - self.done / self.total_steps)
         for group in self.optimizer.param_groups:
