@@ -38,6 +38,10 @@ class Profile:
     eval_repeats: int
     methods: tuple[str, ...]
     bf16: bool
+    # each method's steps beside a hand-written loop's, interleaved (bench.overhead)
+    hand_loop: bool = False
+    # flags every method's run script gets on this profile
+    run_args: tuple[str, ...] = ()
 
     def backbone_config(self) -> dict:
         return {
@@ -48,15 +52,41 @@ class Profile:
         }
 
 
-# Every method's variants as its record declares them (cse.registry), the baseline first, and
-# sentence-transformers' recipe.
+COMPOSITION = "adcse+mixcse"
+
+# Every method's variants as its record declares them (cse.registry), the baseline first,
+# sentence-transformers' recipe and a composition of two parts.
 METHODS = {
     name: shape
     for record in sorted(registry.records(), key=lambda record: record.name != BASELINE)
     for name, shape in record.bench.items()
-} | {SENTENCE_TRANSFORMERS: BenchShape("bench.st_mnrl", "configs/simcse_bert_base.yaml", "bert", evaluates=False)}
+} | {
+    SENTENCE_TRANSFORMERS: BenchShape("bench.st_mnrl", "configs/simcse_bert_base.yaml", "bert", evaluates=False),
+    # a composition (run_cse.py) at SimCSE's configuration: AdCSE's momentum encoder and adversaries, MixCSE's
+    # mixed negatives
+    COMPOSITION: BenchShape("cse.composition", "configs/simcse_bert_base.yaml", "bert", ("--parts", "adcse,mixcse")),
+}
+
+# the methods of this package (sentence-transformers' recipe has no step program to write by hand)
+METHODS_TRAINED = tuple(name for name in METHODS if name != SENTENCE_TRANSFORMERS)
 
 PROFILES = {
+    # compute negligible: the Trainer's own cost per step against a hand-written loop's
+    "cpu-micro": Profile(
+        "cpu",
+        1,
+        8,
+        2,
+        32,
+        warmup_steps=10,
+        steps=60,
+        eval_repeats=0,
+        methods=METHODS_TRAINED,
+        bf16=False,
+        hand_loop=True,
+        # SDPA's CPU kernel with a padding mask costs more than the rest of this model's step together
+        run_args=("--attn_implementation", "eager"),
+    ),
     "cpu-tiny": Profile(
         "cpu", 2, 128, 2, 512, warmup_steps=3, steps=20, eval_repeats=3, methods=tuple(METHODS), bf16=False
     ),

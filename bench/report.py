@@ -41,6 +41,15 @@ def summarise(method: str, raw: dict, batch_size: int, peak_flops_per_s: float |
         "sentences_per_s": batch_size / median,
         "projected_full_run_s": projected_run_s(median, dev_suite),
     }
+    if "hand_step_times_s" in raw:
+        # step by step: each difference is of two steps that ran back to back, under the same load
+        hand = raw["hand_step_times_s"]
+        summary["hand_step_time_s"] = statistics.median(hand)
+        summary["overhead_per_step_s"] = statistics.median(t - h for t, h in zip(times, hand))
+        summary["step_time_vs_hand"] = statistics.median(t / h for t, h in zip(times, hand))
+        # the process's CPU time, less disturbed by other jobs on a shared CPU than wall-clock time
+        pairs = zip(raw["step_cpu_times_s"], raw["hand_step_cpu_times_s"])
+        summary["overhead_cpu_per_step_s"] = statistics.median(t - h for t, h in pairs)
     if raw["flops_per_step"] is not None and peak_flops_per_s is not None:
         summary["mfu"] = mfu(raw["flops_per_step"], median, peak_flops_per_s)
     return summary
@@ -110,6 +119,49 @@ COLUMNS = (
     "STS test s",
     "full run",
 )
+
+
+BREAKDOWN = ("batch", "copy", "callbacks", "logging", "scheduler")
+IN_BOTH = ("step_program", "part_hooks")
+OVERHEAD_COLUMNS = (
+    "method",
+    "run script ms (p10-p90)",
+    "hand loop ms",
+    "difference ms",
+    "ratio",
+    "CPU-time difference ms",
+    *(f"{name} ms" for name in BREAKDOWN),
+    "Trainer's loop ms",
+    "in both: step program ms",
+    "in both: parts' hooks ms",
+)
+
+
+def overhead_table(results: dict) -> str:
+    """The run script's step beside the hand-written loop's (medians), and the mean per step of each
+    piece of the Trainer's step (:mod:`bench.overhead`); the Trainer's loop is the difference less the
+    pieces the hand loop lacks; the step program's Python and the parts' hooks run in both loops."""
+    lines = ["| " + " | ".join(OVERHEAD_COLUMNS) + " |", "|" + "---|" * len(OVERHEAD_COLUMNS)]
+    for method, r in results.items():
+        if "hand_step_time_s" not in r:
+            continue
+        step = r["step_time_s"]
+        # no breakdown of a captured run: its pieces are not timed (bench.overhead)
+        parts = r.get("breakdown_s", {})
+        rest = r["overhead_per_step_s"] - sum(parts[name] for name in BREAKDOWN) if parts else None
+        row = [
+            method + ("" if r.get("step_path", "eager") == "eager" else f" ({r['step_path']})"),
+            f"{step['median'] * 1e3:.2f} ({step['p10'] * 1e3:.2f}-{step['p90'] * 1e3:.2f})",
+            f"{r['hand_step_time_s'] * 1e3:.2f}",
+            f"{r['overhead_per_step_s'] * 1e3:.2f}",
+            f"{r['step_time_vs_hand']:.2f}",
+            f"{r['overhead_cpu_per_step_s'] * 1e3:.2f}",
+            *(_fmt(parts.get(name) and parts[name] * 1e3, ".2f") for name in BREAKDOWN),
+            _fmt(rest and rest * 1e3, ".2f"),
+            *(_fmt(parts.get(name) and parts[name] * 1e3, ".2f") for name in IN_BOTH),
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 def table(results: dict) -> str:

@@ -25,7 +25,7 @@ from cse.registry import REPO, BenchShape, shape_overrides
 
 from .hardware import describe, measure_bf16_matmul_peak
 from .profiles import METHODS, PROFILES, SENTENCE_TRANSFORMERS, Profile
-from .report import add_baseline_ratios, summarise, table
+from .report import add_baseline_ratios, overhead_table, summarise, table
 from .worker import EVAL_SUITES
 
 
@@ -81,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the run scripts' --pad_to_max_length: every batch exactly batch x max_seq_length (static shapes, for "
         "torch.compile's CUDA graphs)",
+    )
+    parser.add_argument(
+        "--hand_loop",
+        action="store_true",
+        help="time each method's steps beside a hand-written loop's on the same batches, interleaved "
+        "(bench/overhead.py; captured too under --cuda_graphs); on by default for cpu-micro",
     )
     parser.add_argument("--no_flops", action="store_true", help="do not count FLOPs (nor MFU)")
     parser.add_argument("--train_file", default=default_train_file(), help="default $CSE_DATA_DIR/wiki1m_head.txt")
@@ -184,7 +190,7 @@ def method_argv(
         argv += ["--pad_to_max_length", "true"]
     if args.senteval_data_dir:
         argv += ["--senteval_data_dir", args.senteval_data_dir]
-    return argv + shlex.split(args.extra)
+    return argv + list(profile.run_args) + shlex.split(args.extra)
 
 
 def runs(args: argparse.Namespace) -> list[tuple[str, str, argparse.Namespace]]:
@@ -208,13 +214,17 @@ def run_method(
     run_dir = os.path.join(workdir, label or name)
     os.makedirs(run_dir, exist_ok=True)
     captured = args.cuda_graphs and name != SENTENCE_TRANSFORMERS
+    hand_loop = (args.hand_loop or profile.hand_loop) and name != SENTENCE_TRANSFORMERS
     spec = {
         "script": method.script,
         "argv": method_argv(method, args, profile, model_dir, run_dir, captured),
         "warmup_steps": args.warmup_steps,
         "steps": args.steps,
         # a replayed graph runs no operator the counter sees: the eager run of the same shapes counts them
-        "count_flops": not args.no_flops and not captured,
+        "count_flops": not args.no_flops and not captured and not hand_loop,
+        # beside the run script's steps, a hand-written loop's on the same batches (bench.overhead)
+        "hand_loop": hand_loop,
+        "captured": captured,
         "eval_suites": args.eval_suites if method.evaluates else [],
         "eval_repeats": args.eval_repeats,
         "senteval_data_dir": args.senteval_data_dir,
@@ -267,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         "tf32": args.tf32,
         "torch_compile": args.torch_compile,
         "cuda_graphs": args.cuda_graphs,
+        "hand_loop": args.hand_loop or profile.hand_loop,
         "fixed_shapes": args.fixed_shapes,
         "extra": args.extra,
         "threads": args.threads or os.environ.get("OMP_NUM_THREADS"),
@@ -320,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     print(table(results))
+    if any("hand_step_time_s" in result for result in results.values()):
+        print(overhead_table(results))
     if args.output_json:
         print(f"results written to {args.output_json}")
     return 1 if any("error" in r for r in results.values()) else 0

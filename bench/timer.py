@@ -60,6 +60,9 @@ class StepTimer(TrainerCallback):
         self.warmup_steps, self.steps, self.count_flops = warmup_steps, steps, count_flops
         self.step_ends: list[float] = []
         self.cpu_ends: list[float] = []
+        # when each step after the first began: the previous one's end, unless a subclass spends time between
+        self.step_starts: list[float] = []
+        self.cpu_starts: list[float] = []
         self.flops_per_step: int | None = None
         self.peak_memory: tuple[int, str] | None = None
         self._counter: FlopCounterMode | None = None
@@ -77,6 +80,8 @@ class StepTimer(TrainerCallback):
         synchronize(args.device)
         self.step_ends.append(time.perf_counter())
         self.cpu_ends.append(time.process_time())
+        self.step_starts.append(self.step_ends[-1])
+        self.cpu_starts.append(self.cpu_ends[-1])
         if state.global_step == self.warmup_steps:
             reset_peak_memory(args.device)
         elif state.global_step == self.warmup_steps + self.steps:
@@ -90,5 +95,11 @@ class StepTimer(TrainerCallback):
                 f"training stopped after {len(self.step_ends)} steps, before the {self.warmup_steps} warm-up "
                 f"and {self.steps} timed steps were done"
             )
-        ends = (self.cpu_ends if cpu else self.step_ends)[self.warmup_steps - 1 :]
-        return [b - a for a, b in zip(ends, ends[1:])]
+        starts = (self.cpu_starts if cpu else self.step_starts)[self.warmup_steps - 1 : -1]
+        ends = (self.cpu_ends if cpu else self.step_ends)[self.warmup_steps :]
+        return [b - a for a, b in zip(starts, ends)]
+
+    def restart(self) -> None:
+        """The current step's clock starts now (after work between steps that is not the Trainer's)."""
+        self.step_starts[-1] = time.perf_counter()
+        self.cpu_starts[-1] = time.process_time()

@@ -16,6 +16,7 @@ import time
 from cse.atomic import write_json
 from cse.evaluation import STS_DEV_TASKS, SentEvalSuite
 
+from .overhead import Breakdown, InterleavedTimer
 from .timer import StepTimer, synchronize
 
 # Name -> (mode, tasks): STS-B dev alone; the dev suite the Trainer runs every eval_steps; the 7 STS test sets.
@@ -48,7 +49,12 @@ def time_evaluation(trainer, suites: list[str], repeats: int, senteval_data_dir:
 
 
 def run(spec: dict) -> dict:
-    timer = StepTimer(spec["warmup_steps"], spec["steps"], count_flops=spec["count_flops"])
+    if spec.get("hand_loop"):
+        breakdown = Breakdown()
+        breakdown.install(timed=not spec["captured"])
+        timer = InterleavedTimer(spec["warmup_steps"], spec["steps"], breakdown, capture=spec["captured"])
+    else:
+        timer = StepTimer(spec["warmup_steps"], spec["steps"], count_flops=spec["count_flops"])
     trainer = importlib.import_module(spec["script"]).main(spec["argv"], callbacks=[timer])
     step_times = timer.step_times()  # first: it says so if training stopped short
     peak_bytes, peak_kind = timer.peak_memory
@@ -62,6 +68,11 @@ def run(spec: dict) -> dict:
         "step_path": getattr(trainer, "step_path", "eager"),
         "captured_shapes": list(getattr(getattr(trainer, "step_graphs", None), "captured", None) or []),
     }
+    if spec.get("hand_loop"):
+        result["hand_step_times_s"] = timer.hand_times
+        result["hand_step_cpu_times_s"] = timer.hand_cpu_times
+        if not spec["captured"]:
+            result["breakdown_s"] = timer.breakdown.per_step(spec["steps"])
     if spec["eval_repeats"] and spec["eval_suites"]:
         result["eval"] = time_evaluation(trainer, spec["eval_suites"], spec["eval_repeats"], spec["senteval_data_dir"])
     return result

@@ -409,7 +409,8 @@ def tokenize_corpus(
 
 
 class TwoViewCollator:
-    """Pad a batch of tokenised sentences and repeat each one: tensors of shape ``(batch, 2, length)``.
+    """Pad a batch of tokenised sentences (or take one padded already, as :class:`cse.batches.TokenRows`
+    slices it) and repeat each one: tensors of shape ``(batch, 2, length)``.
     ``length`` is the batch's longest sentence, or ``max_length`` when given (static shapes). Then
     each of ``views`` (the parts' :meth:`~cse.parts.Part.views`) remakes the batch in turn, and the
     batch is padded on to the shortest of ``lengths`` that holds it, if any (a few shapes, one CUDA
@@ -422,9 +423,12 @@ class TwoViewCollator:
         self.views = list(views)
         self.lengths = sorted(lengths)
 
-    def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        padding = "max_length" if self.max_length else True
-        batch = self.tokenizer.pad(features, padding=padding, max_length=self.max_length, return_tensors="pt")
+    def __call__(self, features: list[dict] | dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if isinstance(features, dict):  # already padded: a batch of cse.batches.TokenRows
+            batch = features
+        else:
+            padding = "max_length" if self.max_length else True
+            batch = self.tokenizer.pad(features, padding=padding, max_length=self.max_length, return_tensors="pt")
         batch = {k: v.unsqueeze(1).expand(-1, self.num_views, -1).contiguous() for k, v in batch.items()}
         for remake in self.views:
             batch = remake(batch)

@@ -17,6 +17,7 @@ from transformers import set_seed
 
 from .arguments import check_run_steps, parse_args, run_steps
 from .atomic import STAGING_NAME, atomic_path, publish, staging_dir, write_json
+from .batches import TokenRows
 from .build import build
 from .data import TwoViewCollator, build_train_dataset, check_sequence_length, graph_lengths
 from .environment import check_min_versions, collect_environment
@@ -137,13 +138,15 @@ def build_trainer(model_args, data_args, training_args, model, loss, parts: list
             data_args, model.tokenizer, global_batch, cache_dir=model_args.cache_dir
         )
     check_run_steps(training_args, statistics.sentences)
+    max_length = data_args.max_seq_length if data_args.pad_to_max_length else None
     return CSETrainer(
         model=model,
         args=training_args,
-        train_dataset=train_dataset,
+        # batches sliced from the corpus' token matrices, not padded sentence by sentence at each step
+        train_dataset=TokenRows(train_dataset, model.tokenizer, max_length),
         data_collator=TwoViewCollator(
             model.tokenizer,
-            max_length=data_args.max_seq_length if data_args.pad_to_max_length else None,
+            max_length=max_length,
             views=[part.views for part in parts],
             lengths=graph_lengths(data_args.max_seq_length, training_args.cuda_graph_lengths)
             if training_args.cuda_graphs

@@ -132,14 +132,16 @@ class WholeStep:
 class StepGraphs:
     """:class:`WholeStep` captured once per input shape into a CUDA graph and replayed (``capture``),
     or run eagerly for every batch (without ``capture``: the same function on any device, which is
-    how the tests check it on the CPU). ``warmup``: the eager steps of each shape before its capture.
+    how the tests check it on the CPU). ``warmup``: the eager steps of each shape before its capture;
+    ``what``: the step's name in the log (:mod:`cse.encoding` captures the evaluation's batches too).
 
     ``step(inputs)`` takes one training step and returns ``(loss, grad_norm, statistics)``; the graphs
     of all shapes share one memory pool (they never run at once, and their outputs are read before
     the next step's)."""
 
-    def __init__(self, whole_step: WholeStep, capture: bool, warmup: int = 2):
+    def __init__(self, whole_step: WholeStep, capture: bool, warmup: int = 2, what: str = "training step"):
         self.whole_step = whole_step
+        self.what = what
         self.capture = capture
         self.warmup = warmup
         self.seen: dict[tuple, int] = {}
@@ -198,7 +200,8 @@ class StepGraphs:
         shapes = ", ".join(f"{name} {'x'.join(map(str, shape))}" for name, shape in key)
         self.captured.append(shapes)
         logger.info(
-            "captured the training step as a CUDA graph for batches of %s in %.1f s (after %d eager steps)",
+            "captured the %s as a CUDA graph for batches of %s in %.1f s (after %d eager runs)",
+            self.what,
             shapes,
             time.perf_counter() - start,
             self.warmup,

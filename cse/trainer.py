@@ -24,6 +24,7 @@ from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from .arguments import check_global_batch
 from .data import CorpusStatistics
+from .encoding import BucketedEncoder
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .parts import Part, Step, StepLoss, total
@@ -116,6 +117,7 @@ class CSETrainer(Trainer):
         self.corpus_statistics = corpus_statistics
         self._recorded: dict[str, list[torch.Tensor]] = {}
         self._compiled_training_loss = None
+        self._bucketed: tuple[tuple, BucketedEncoder] | None = None  # see encode
         if self.args.torch_compile:
             # transformers hooks the layers whose outputs it can return (hidden states, attentions) at
             # the first forward that asks for them: traced, that registration is a graph break and
@@ -214,10 +216,14 @@ class CSETrainer(Trainer):
         updates, and the Trainer's own clipping, optimizer step and ``zero_grad`` that follow find no
         gradient and do nothing (:mod:`cse.step_graph`). The logging steps of ``--log_term_gradients``
         take the Trainer's step."""
-        model.train()
+        # Every module in training mode (a walk over them all, which the Trainer's own step does again: here
+        # only what is_term_logging_step reads when the model is not in it, and for the whole step).
+        if not model.training:
+            model.train()
         self.whole_step_ran = False
         if self.whole_step is None or self.is_term_logging_step(model):
             return super().training_step(model, inputs, num_items_in_batch)
+        model.train()
         if self.step_graphs is None:
             self.step_graphs = self.start_whole_step(model)
         loss, self.last_grad_norm, statistics = self.step_graphs.step(
@@ -359,13 +365,20 @@ class CSETrainer(Trainer):
 
     def encode(self, sentences, autocast_dtype: torch.dtype | None = None, pooler_type: str | None = None):
         """Embed ``sentences`` with the current model, under the training's autocast unless
-        ``autocast_dtype`` says otherwise."""
-        return self.model.encode(
-            sentences,
-            batch_size=self.args.per_device_eval_batch_size,
-            autocast_dtype=autocast_dtype or self.autocast_dtype,
-            pooler_type=pooler_type,
-        ).numpy()
+        ``autocast_dtype`` says otherwise. Under ``--cuda_graphs``, through a :class:`BucketedEncoder`
+        that captures its batches' shapes, kept for the next call with the same sentences (the dev
+        suite of every evaluation: tokenised and captured once)."""
+        autocast_dtype = autocast_dtype or self.autocast_dtype
+        batch_size = self.args.per_device_eval_batch_size
+        if not self.args.cuda_graphs:
+            return self.model.encode(
+                sentences, batch_size=batch_size, autocast_dtype=autocast_dtype, pooler_type=pooler_type
+            ).numpy()
+        key = (tuple(sentences), autocast_dtype, pooler_type)
+        if self._bucketed is None or self._bucketed[0] != key:
+            encoder = BucketedEncoder(self.model, sentences, batch_size, autocast_dtype, pooler_type, capture=True)
+            self._bucketed = (key, encoder)
+        return self._bucketed[1]().cpu().numpy()
 
     def senteval(self, suite: SentEvalSuite) -> dict:
         """Run a SentEval suite on the current model in the main process (in every process under

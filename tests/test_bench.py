@@ -149,3 +149,76 @@ def test_a_report_whose_write_fails_half_way_leaves_the_previous_one_whole(tmp_p
     assert os.path.getsize(report) > 512 and os.listdir(tmp_path) == [report.name]
     methods = json.loads(report.read_text())["methods"]
     assert list(methods) == ["simcse"] and methods["simcse"]["error"] == "not run"
+
+
+def test_the_breakdown_times_each_piece_without_what_it_calls():
+    """Nested timed calls (the callbacks around the step program, say): each piece's exclusive time,
+    time excluded by the caller (the timer's own hand step) in none; nothing counted while inactive."""
+    import time
+
+    from bench.overhead import Breakdown
+
+    breakdown = Breakdown()
+    inner = breakdown.timed(lambda: time.sleep(0.10), "inner")
+
+    def outer_work():
+        time.sleep(0.05)
+        inner()
+        start = time.perf_counter()
+        time.sleep(0.10)  # someone else's, excluded as the interleaved timer excludes its own
+        breakdown.exclude(time.perf_counter() - start)
+
+    outer = breakdown.timed(outer_work, "outer")
+    outer()  # inactive: not counted
+    assert breakdown.totals == {}
+    breakdown.active = True
+    outer()
+    outer()
+    assert 0.2 <= breakdown.totals["inner"] < 0.2 + 0.15
+    assert 0.1 <= breakdown.totals["outer"] < 0.1 + 0.15  # the 2 x 0.10 s of inner and excluded left out
+
+
+def test_the_hand_loop_figures_are_medians_of_paired_steps():
+    """The difference and ratio are medians over pairs of steps that ran back to back, not differences
+    of medians: a load that slows one pair slows both of its steps."""
+    from bench.report import overhead_table, summarise
+
+    raw = {
+        "step_times_s": [0.010, 0.030, 0.011, 0.012, 0.050],
+        "step_cpu_times_s": [0.009, 0.010, 0.010, 0.011, 0.012],
+        "hand_step_times_s": [0.009, 0.029, 0.010, 0.010, 0.010],
+        "hand_step_cpu_times_s": [0.008, 0.009, 0.009, 0.010, 0.011],
+        "breakdown_s": {"batch": 2e-4, "copy": 0.0, "callbacks": 1e-4, "logging": 0.0, "scheduler": 1e-4,
+                        "step_program": 5e-4, "part_hooks": 0.0},
+        "flops_per_step": None,
+    }  # fmt: skip
+    summary = summarise("simcse", raw, 64, None)
+    # pairs' differences: 1, 1, 1, 2, 40 ms -> 1 ms; the medians' difference would be 12 - 10 = 2 ms
+    assert summary["overhead_per_step_s"] == pytest.approx(0.001)
+    assert summary["overhead_cpu_per_step_s"] == pytest.approx(0.001)
+    assert summary["hand_step_time_s"] == pytest.approx(0.010)
+    assert summary["step_time_vs_hand"] == pytest.approx(0.010 / 0.009)  # ratios 1.11, 1.03, 1.1, 1.2, 5
+    row = overhead_table({"simcse": {**raw, **summary}}).splitlines()[2].split(" | ")
+    # the Trainer's loop: the 1 ms difference less batch, callbacks and scheduler (0.4 ms)
+    assert row[5:13] == ["1.00", "0.20", "0.00", "0.10", "0.00", "0.10", "0.60", "0.50"]
+
+
+@pytest.mark.e2e
+def test_bench_times_the_run_script_beside_the_hand_loop_on_cpu_micro(tmp_path, monkeypatch):
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)
+    out = tmp_path / "bench.json"
+    argv = ["--profile", "cpu-micro", "--methods", "simcse,adcse+mixcse", "--steps", "3", "--warmup_steps", "2",
+            "--train_file", WIKI_HEAD, "--bert_tokenizer", os.path.join(TOKENIZERS, "bert-base-uncased"),
+            "--threads", "1", "--output_json", str(out)]  # fmt: skip
+    assert bench_main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["profile"]["hidden_size"] == 8 and report["settings"]["hand_loop"]
+    for name in ("simcse", "adcse+mixcse"):
+        result = report["methods"][name]
+        assert len(result["hand_step_times_s"]) == len(result["step_times_s"]) == 3
+        assert all(t > 0 for t in result["hand_step_times_s"])
+        assert set(result["breakdown_s"]) == {"batch", "copy", "callbacks", "logging", "scheduler", "step_program",
+                                               "part_hooks"}  # fmt: skip
+        assert result["breakdown_s"]["batch"] > 0 and result["breakdown_s"]["step_program"] > 0
+        assert result["argv"][result["argv"].index("--attn_implementation") + 1] == "eager"
+    assert report["methods"]["adcse+mixcse"]["breakdown_s"]["part_hooks"] > 0  # AdCSE's after-step update

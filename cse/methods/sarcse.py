@@ -30,6 +30,7 @@ from safetensors.torch import load_file, save_file
 from .. import citations
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
 from ..autoencoding import SARCSEModel, special_token_ids
+from ..batches import TokenRows
 from ..errors import CSEUsageError
 from ..losses.reconstruction import REDUCTIONS, SelfAdaptiveReconstructionLoss, count_tokens
 from ..modeling import load_encoder
@@ -139,6 +140,11 @@ def reconstruction_loss(model: SARCSEModel, sarcse_args: SARCSEArguments) -> Sel
 
 
 def corpus_token_ids(dataset):
+    """Each training sentence's token ids: a :class:`cse.batches.TokenRows`' rows, or a tokenised
+    ``datasets.Dataset``'s ``input_ids``."""
+    if isinstance(dataset, TokenRows):
+        yield from dataset.token_ids()
+        return
     for batch in dataset.select_columns(["input_ids"]).iter(batch_size=10_000):
         yield from batch["input_ids"]
 

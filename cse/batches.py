@@ -1,0 +1,74 @@
+"""The tokenised training corpus as tensors, and its batches sliced from them.
+
+:class:`TokenRows` turns the tokenised corpus (a ``datasets.Dataset`` of token-id lists, one row a
+sentence) once into one padded matrix per column, each sentence's length beside it. The data
+loader's sampler picks a batch's sentences as before; :meth:`TokenRows.__getitems__` then slices
+their rows out of the matrices, cut to the batch's longest sentence (or padded to ``max_length``),
+in one tensor operation per column: the batch :class:`cse.data.TwoViewCollator` would have made by
+padding the sentences' lists with the tokenizer (right padding with the tokenizer's pad values),
+bit for bit, without Python work per sentence per step.
+"""
+
+from __future__ import annotations
+
+import datasets
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+# the narrowest dtype each column's values fit in, kept in memory (token ids: below 2^31 for any vocabulary)
+STORED_DTYPES = {"input_ids": torch.int32, "token_type_ids": torch.int8, "attention_mask": torch.int8}
+
+
+class TokenRows(Dataset):
+    """The rows of a tokenised corpus as padded matrices (the module docstring). ``tokenizer``: the
+    pad values (``pad_token_id`` for ``input_ids``, ``pad_token_type_id``, 0 for the attention mask)
+    and the padding side, which must be the right. ``max_length``: every batch padded to it
+    (``--pad_to_max_length``), else to its longest sentence."""
+
+    def __init__(self, tokenized: datasets.Dataset, tokenizer, max_length: int | None = None):
+        if tokenizer.padding_side != "right":
+            raise ValueError(
+                f"batches are sliced from right-padded rows; the tokenizer pads on the {tokenizer.padding_side}"
+            )
+        self.max_length = max_length
+        self.pad_values = {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id}
+        table = tokenized.with_format("arrow")[:]
+        self.columns: dict[str, torch.Tensor] = {}
+        self.lengths = torch.zeros(len(tokenized), dtype=torch.int64)
+        for name in tokenized.column_names:
+            column = table.column(name).combine_chunks()
+            lengths = column.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+            values = column.flatten().to_numpy(zero_copy_only=False)
+            width = max(int(lengths.max(initial=0)), max_length or 0)
+            rows = np.repeat(np.arange(len(lengths)), lengths)
+            positions = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            matrix = torch.full(
+                (len(lengths), width), self.pad_values.get(name, 0), dtype=STORED_DTYPES.get(name, torch.int64)
+            )
+            matrix[torch.from_numpy(rows), torch.from_numpy(positions)] = torch.from_numpy(values.astype(np.int64)).to(
+                matrix.dtype
+            )
+            self.columns[name] = matrix
+            self.lengths = torch.maximum(self.lengths, torch.from_numpy(lengths))
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, index: int) -> dict[str, list[int]]:
+        """One sentence's token lists, unpadded (as the tokenised corpus holds it)."""
+        length = int(self.lengths[index])
+        return {name: matrix[index, :length].tolist() for name, matrix in self.columns.items()}
+
+    def __getitems__(self, indices: list[int]) -> dict[str, torch.Tensor]:
+        """The batch of these sentences: int64 tensors ``(len(indices), length)``, ``length`` the
+        longest one's or ``max_length``, padding right."""
+        rows = torch.as_tensor(indices, dtype=torch.int64)
+        length = self.max_length or int(self.lengths[rows].max())
+        return {name: matrix[rows, :length].to(torch.int64) for name, matrix in self.columns.items()}
+
+    def token_ids(self):
+        """Each sentence's token ids, a list, in corpus order."""
+        ids = self.columns["input_ids"]
+        for row, length in zip(ids, self.lengths.tolist()):
+            yield row[:length].tolist()
