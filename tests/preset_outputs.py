@@ -4,8 +4,10 @@ float64 statistics that survive a change of machine (tests/test_presets.py).
 
 ``python tests/preset_outputs.py OUT.json`` runs every case of :data:`CASES` (each preset by its own
 script, each composition by ``run_cse.py``) on tiny random encoders, one thread each, two at a time,
-and writes their outputs. tests/fixtures/presets.json was written so at revision 71c0a48, before the
-step program of parts; the test replays the same command lines and compares.
+and writes their outputs. tests/fixtures/presets.json was written so at revision 78ca14f, whose runs
+were bit-identical to those of 71c0a48 (before the step program of parts) where both were first
+recorded; it was recorded again at 78ca14f on a processor that rounds otherwise (:func:`machine`).
+The test replays the same command lines and compares.
 """
 
 from __future__ import annotations
@@ -81,14 +83,30 @@ def common_flags(model: str, out: str, senteval: str) -> list[str]:
 
 
 def machine() -> dict:
-    """What decides whether two machines round alike: the same torch on the same CPU capability."""
+    """What decides whether two machines round alike: the same torch and transformers on the same
+    processor (two processors of one capability, AVX512 say, can still take other kernels)."""
     import torch
+    import transformers
 
     return {
         "torch": torch.__version__,
+        "transformers": transformers.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu": processor(),
         "machine": platform.machine(),
     }
+
+
+def processor() -> str:
+    """The processor's model name as Linux reports it (``platform.processor()`` elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 def tensor_statistics(path: str) -> dict:

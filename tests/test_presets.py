@@ -1,10 +1,11 @@
 """Every preset, its variants that take another path through the training step, and every composition
-that trains end as they ended at revision 71c0a48: the same logged values, the same dev scores and
+that trains end as they ended at revision 78ca14f: the same logged values, the same dev scores and
 the same exported weights (tests/fixtures/presets.json, written by ``python tests/preset_outputs.py``
-at 71c0a48, before the training step became a program of parts).
+at 78ca14f; its runs were bit-identical to those of 71c0a48, before the training step became a
+program of parts).
 
 Tiny random encoders, one thread per run, 6 steps of 8 sentences. On the machine the fixture was
-recorded on (the same torch build and CPU capability, :func:`preset_outputs.machine`) every value and
+recorded on (the same torch and transformers on the same processor, :func:`preset_outputs.machine`) every value and
 every weight tensor's bytes must be equal. Elsewhere other kernels round differently: six AdamW steps
 at lr 1e-3 from the same start leave float32 rounding differences of about 1e-6 relative, so values
 and each tensor's float64 sum, absolute sum and norm must agree to 1e-4 relative (1e-5 absolute, for
@@ -74,7 +75,7 @@ def compare(recorded: dict, now: dict, exact: bool) -> list[str]:
 
 
 @pytest.mark.e2e
-def test_every_preset_and_composition_trains_as_at_71c0a48(recorded, replayed):
+def test_every_preset_and_composition_trains_as_at_78ca14f(recorded, replayed):
     exact = recorded["machine"] == preset_outputs.machine()
     problems = {name: compare(recorded["cases"][name], replayed[name], exact) for name in recorded["cases"]}
     problems = {name: lines[:5] for name, lines in problems.items() if lines}
