@@ -55,8 +55,12 @@ class TokenRows(Dataset):
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def __getitem__(self, index: int) -> dict[str, list[int]]:
-        """One sentence's token lists, unpadded (as the tokenised corpus holds it)."""
+    def __getitem__(self, index: int | str) -> dict[str, list[int]] | list[list[int]]:
+        """One sentence's token lists, unpadded (as the tokenised corpus holds it); or, given a column's
+        name, that column's lists for every sentence, as a ``datasets.Dataset`` gives them (a part
+        reads the corpus so, e.g. SARCSE's token frequencies)."""
+        if isinstance(index, str):
+            return list(self.column_rows(index))
         length = int(self.lengths[index])
         return {name: matrix[index, :length].tolist() for name, matrix in self.columns.items()}
 
@@ -69,6 +73,9 @@ class TokenRows(Dataset):
 
     def token_ids(self):
         """Each sentence's token ids, a list, in corpus order."""
-        ids = self.columns["input_ids"]
-        for row, length in zip(ids, self.lengths.tolist()):
+        return self.column_rows("input_ids")
+
+    def column_rows(self, name: str):
+        """Each sentence's list of the column ``name``, unpadded, in corpus order (one at a time)."""
+        for row, length in zip(self.columns[name], self.lengths.tolist()):
             yield row[:length].tolist()

@@ -15,8 +15,8 @@ from cse.evaluation.mteb_protocol import local_pairs
 from cse.evaluation.sts import score_sts_task
 from cse.modeling import load_model
 
+from .conftest import MINILM_MTEB as PUBLISHED
 from .conftest import SENTEVAL
-from .test_senteval_minilm import MTEB as PUBLISHED
 
 # Whole evaluations: SentEval's seven STS test sets, then mteb's seven tasks (47,700 encodings).
 pytestmark = pytest.mark.e2e

@@ -7,7 +7,6 @@ root, a process without the capabilities that override permission bits). Mountin
 (CAP_SYS_ADMIN): where it is refused, the tmpfs tests skip with the reason and the test whose
 checkpoint write raises ENOSPC still covers a full disk."""
 
-import contextlib
 import errno
 import json
 import math
@@ -25,20 +24,7 @@ from cse.errors import OS_ERROR_HINTS, human_size, run_cli
 from cse.reliability import LOCK_NAME
 from cse.resume import checkpoint_problem
 
-from .conftest import REPO, assert_nothing_written, refusal, train_argv
-
-
-@contextlib.contextmanager
-def tmpfs(path, options):
-    """A tmpfs mounted at ``path`` with ``options`` (``size=...``, ``ro``), unmounted afterwards."""
-    path.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here: {proc.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=True)
+from .conftest import REPO, assert_nothing_written, refusal, tmpfs, train_argv
 
 
 def run_argv(model, out, *extra):

@@ -21,8 +21,7 @@ from cse.arguments import MAX_STEPS, CSETrainingArguments, DataArguments, ModelA
 from cse.data import CLIP_CHARS_PER_TOKEN, CorpusStatistics, check_corpus, load_corpus, tokenize_corpus
 from cse.errors import CSEUsageError, run_cli
 
-from .conftest import TOKENIZERS, WIKI_HEAD, refusal, train_argv
-from .test_os_errors import tmpfs
+from .conftest import TOKENIZERS, WIKI_HEAD, refusal, tmpfs, train_argv
 
 TYPES = (ModelArguments, DataArguments, CSETrainingArguments)
 
