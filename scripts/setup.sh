@@ -46,6 +46,11 @@ cse_choose_python() {
         [[ -n $version ]] && cse_version_at_least "$version" "$minimum" ||
             cse_fail 2 "$CSE_ENV runs Python ${version:-that does not start}; cse needs Python >= $minimum" \
                 "activate an environment with Python >= $minimum, or deactivate it (.venv is then used)"
+    elif [[ -L $CSE_REPO/.venv && ! -e $CSE_REPO/.venv ]]; then
+        # a link to nowhere: creating .venv would go through it, and removing a half-made one would
+        # remove the user's link
+        cse_fail 2 ".venv is a link to $(readlink "$CSE_REPO/.venv"), which does not exist" \
+            "point it at an existing virtualenv, or remove the link (rm .venv) and rerun: .venv is then created"
     elif [[ -e $CSE_REPO/.venv ]]; then
         CSE_ENV="$CSE_REPO/.venv"
         PY=$CSE_REPO/.venv/bin/python

@@ -193,6 +193,19 @@ def test_an_existing_venv_is_reused_as_it_is(tmp_path):
     assert (checkout / ".venv" / "mine").read_text() == "kept"
 
 
+def test_a_venv_that_is_a_link_to_nowhere_is_refused_and_kept(tmp_path):
+    """A dangling ``.venv`` link is the user's: it is neither created through nor removed."""
+    checkout = scripts_copy(tmp_path, beside_shared=True)
+    os.symlink(tmp_path / "gone", checkout / ".venv")
+    result = run(checkout, ". scripts/setup.sh && cse_setup", new_user_env(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"error: .venv is a link to {tmp_path / 'gone'}, which does not exist",
+        "hint: point it at an existing virtualenv, or remove the link (rm .venv) and rerun: .venv is then created",
+    ]
+    assert os.readlink(checkout / ".venv") == str(tmp_path / "gone") and not (tmp_path / "gone").exists()
+
+
 def test_an_active_environment_is_used_as_it_is(tmp_path):
     checkout = scripts_copy(tmp_path, beside_shared=True)
     env = new_user_env(tmp_path, VIRTUAL_ENV=sys.prefix)
