@@ -260,9 +260,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_output(output: str, inputs: list[str]) -> None:
+    """Refuse, before any work, an output whose suffix names no image format matplotlib writes, or
+    that is one of the inputs (a figure never replaces what it is drawn from)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = os.path.splitext(output)[1][1:].lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise CSEUsageError(
+            f"{output}: {suffix!r} is not an image format matplotlib writes",
+            hint=f"name the figure with one of {', '.join(sorted(formats))} (e.g. {os.path.splitext(output)[0]}.png)",
+        )
+    if any(os.path.exists(path) and os.path.samefile(path, output) for path in inputs if os.path.exists(output)):
+        raise CSEUsageError(f"{output} is one of the inputs", hint="name another file for the figure")
+
+
 def main(argv=None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
+    check_output(args.output_png, args.result_json)
     if args.plot == "table":
         if args.names is not None:
             parser.error("table names its rows as the printed table does: no --names")

@@ -162,3 +162,21 @@ def test_a_text_without_a_table_is_refused(tmp_path, capsys):
     error, _ = refusal(capsys, plots.main, ["table", str(tmp_path / "f.png"), str(tmp_path / "none.txt")])
     assert error == f"error: table text not found: {tmp_path / 'none.txt'}"
     assert not (tmp_path / "f.png").exists()
+
+
+def test_an_output_that_is_no_image_or_is_an_input_is_refused_before_any_work(tmp_path, capsys):
+    """``cse.plots table t.txt t.txt``: matplotlib's traceback came after the table was read; the name
+    is refused first, and the input stays as it was."""
+    from .conftest import refusal
+
+    table_text = tmp_path / "t.txt"
+    table_text.write_text("s1: none of its runs finished, no table\n")
+    error, hint = refusal(capsys, plots.main, ["table", str(table_text), str(table_text)])
+    assert error == f"error: {table_text}: 'txt' is not an image format matplotlib writes"
+    assert hint.startswith("  hint: name the figure with one of ") and f"{tmp_path / 't'}.png" in hint
+    copy = tmp_path / "t.png"
+    copy.write_bytes(b"\x89PNG not a figure")
+    error, _ = refusal(capsys, plots.main, ["table", str(copy), str(copy)])
+    assert error == f"error: {copy} is one of the inputs"
+    assert table_text.read_text() == "s1: none of its runs finished, no table\n"
+    assert copy.read_bytes() == b"\x89PNG not a figure"
