@@ -36,6 +36,7 @@ from cse.paths import senteval_dir
 from cse.pooling import POOLERS
 from cse.ranges import at_least, check_values, seed
 from cse.results import markdown_table
+from cse.run_dir import run_format
 
 PROTOCOLS = ("senteval", "mteb", "both")
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -134,9 +135,11 @@ def check_mteb_args(args) -> None:
             hint="use --protocol both, or --mteb_tasks for MTEB's tasks",
         )
     if args.mteb_output_dir is None:
-        if not os.path.isdir(args.model_name_or_path):
+        # the results go beside a run's other results; any other folder (a hub cache, an installed
+        # package, a user's model) is not ours to write into
+        if run_format(args.model_name_or_path) is None:
             raise CSEUsageError(
-                f"{args.model_name_or_path} is no local directory to keep MTEB's results in",
+                f"{args.model_name_or_path} is no run directory of this package to keep MTEB's results in",
                 hint="name a folder: --mteb_output_dir DIR",
             )
         args.mteb_output_dir = os.path.join(args.model_name_or_path, "mteb_results")
@@ -207,6 +210,7 @@ def run_mteb(args, model, encode, tasks) -> dict:
     )
     results = mteb_protocol.run(encoder, tasks, args.mteb_output_dir)
     report = mteb_protocol.report_of(results, os.path.abspath(args.mteb_output_dir))
+    logging.getLogger(__name__).info("MTEB's results, in its layout: %s", os.path.abspath(args.mteb_output_dir))
     if os.path.isdir(args.model_name_or_path):
         card = add_eval_results(args.model_name_or_path, mteb_protocol.eval_results(results))
         if card:

@@ -175,7 +175,13 @@ def test_mteb_options_that_do_not_fit_are_refused(capsys, tiny_bert, tmp_path, f
     assert_nothing_written(tmp_path / "m")
 
 
-def test_a_hub_model_needs_a_result_folder(capsys):
-    error, hint = refusal(capsys, senteval_eval.main, ["--model_name_or_path", "org/model", "--protocol", "mteb"])
-    assert error == "error: org/model is no local directory to keep MTEB's results in"
-    assert hint == "  hint: name a folder: --mteb_output_dir DIR"
+def test_a_model_that_is_no_run_of_ours_needs_a_result_folder(capsys, tiny_bert):
+    """MTEB's results go into a run's directory by default; a hub name, or a folder that is not a run
+    of this package (an installed package's model, a user's), needs --mteb_output_dir and is left as it
+    was."""
+    before = sorted(os.listdir(tiny_bert))
+    for model in ("org/model", tiny_bert):
+        error, hint = refusal(capsys, senteval_eval.main, ["--model_name_or_path", model, "--protocol", "mteb"])
+        assert error == f"error: {model} is no run directory of this package to keep MTEB's results in"
+        assert hint == "  hint: name a folder: --mteb_output_dir DIR"
+    assert sorted(os.listdir(tiny_bert)) == before
