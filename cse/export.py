@@ -53,6 +53,33 @@ EXPORTABLE_POOLERS = tuple(POOLING_MODES)
 _LEGACY_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens")
 
 
+# sentence-transformers' module types a directory may list for its pooler to be read as one of ours:
+# the backbone, one Pooling and, optionally, a Normalize (which changes no cosine similarity)
+_READABLE_MODULES = ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling")
+_NORMALIZE = "sentence_transformers.models.Normalize"
+
+
+def sentence_transformers_pooler(directory: str) -> str | None:
+    """The pooler of ours that embeds as the sentence-transformers model in ``directory`` does: its
+    ``modules.json`` lists the backbone, a ``Pooling`` of one mode (mean, CLS or max) and at most a
+    ``Normalize``; None for anything else (a Dense layer, several modes, no such files)."""
+    import json
+
+    try:
+        with open(os.path.join(directory, "modules.json"), encoding="utf-8") as f:
+            modules = json.load(f)
+        types = [module["type"] for module in modules]
+        if types not in (list(_READABLE_MODULES), [*_READABLE_MODULES, _NORMALIZE]):
+            return None
+        with open(os.path.join(directory, modules[1]["path"], "config.json"), encoding="utf-8") as f:
+            pooling = json.load(f)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+    modes = [mode for mode in _LEGACY_MODES if pooling.get(f"pooling_mode_{mode}") is True]
+    ours = {"mean_tokens": "avg", "cls_token": "cls_before_pooler", "max_tokens": "max"}
+    return ours.get(modes[0]) if len(modes) == 1 else None
+
+
 def _write_json(path: str, data) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_json(path, data)

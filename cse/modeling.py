@@ -34,7 +34,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from . import atomic
 from .distributed import whole_weights_loading
 from .errors import CSEUsageError
-from .export import write_sentence_transformers_files
+from .export import sentence_transformers_pooler, write_sentence_transformers_files
 from .file_checks import CHECKED_SUFFIXES, load_mapping, unreadable
 from .pooling import (
     MIN_LAYERS,
@@ -289,20 +289,23 @@ class CSEModel(nn.Module):
         **backbone_kwargs,
     ) -> CSEModel:
         """Load a backbone and tokenizer; ``pooler_type=None`` takes the pooler recorded in the
-        directory's ``cse_config.json`` (an error if there is none)."""
+        directory's ``cse_config.json``, else the one its sentence-transformers modules embed with
+        (:func:`cse.export.sentence_transformers_pooler`), else it is an error."""
         cache_dir = backbone_kwargs.get("cache_dir")
         model_name_or_path = check_model_path(model_name_or_path, cache_dir)
         if tokenizer_name_or_path is not None:
             tokenizer_name_or_path = check_model_path(tokenizer_name_or_path, cache_dir, require_config=False)
-        if pooler_type is None:
-            pooler_type = (
-                read_cse_config(model_name_or_path).get("pooler") if os.path.isdir(model_name_or_path) else None
+        if pooler_type is None and os.path.isdir(model_name_or_path):
+            # ours, else the pooling of a sentence-transformers model (all-MiniLM-L6-v2's mean)
+            pooler_type = read_cse_config(model_name_or_path).get("pooler") or sentence_transformers_pooler(
+                model_name_or_path
             )
-            if pooler_type is None:
-                raise CSEUsageError(
-                    f"no pooler given and {model_name_or_path} records none in {CSE_CONFIG_NAME}",
-                    hint=f"name one with --pooler ({', '.join(POOLERS)})",
-                )
+        if pooler_type is None:
+            raise CSEUsageError(
+                f"no pooler given and {model_name_or_path} records none in {CSE_CONFIG_NAME} or "
+                "sentence-transformers' modules.json",
+                hint=f"name one with --pooler ({', '.join(POOLERS)})",
+            )
         try:
             with whole_weights_loading():
                 backbone = AutoModel.from_pretrained(model_name_or_path, **backbone_kwargs)

@@ -146,3 +146,40 @@ def test_the_exported_tokenizer_does_not_record_how_its_files_were_found(tiny_be
     with open(os.path.join(tiny_bert, "tokenizer_config.json"), encoding="utf-8") as f:
         source = {k: v for k, v in json.load(f).items() if k not in ("local_files_only", "is_local")}
     assert {k: saved[k] for k in source if k in saved} == {k: v for k, v in source.items() if k in saved}
+
+
+def test_a_sentence_transformers_model_s_pooling_is_its_pooler(tiny_bert, tmp_path, minilm):
+    """With no pooler named, a directory without cse_config.json embeds as its sentence-transformers
+    modules do: Transformer, Pooling of one mode, maybe Normalize (all-MiniLM-L6-v2: mean, ``avg``);
+    anything else is left to --pooler."""
+    from cse.export import sentence_transformers_pooler
+
+    assert load_model(minilm).pooler_type == "avg"
+
+    def modules(*types, **modes):
+        folder = tmp_path / f"st{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        listed = [
+            {"idx": i, "name": str(i), "path": "" if i == 0 else f"{i}_m", "type": t} for i, t in enumerate(types)
+        ]
+        (folder / "modules.json").write_text(json.dumps(listed))
+        (folder / "1_m").mkdir()
+        (folder / "1_m" / "config.json").write_text(json.dumps({f"pooling_mode_{k}": v for k, v in modes.items()}))
+        return str(folder)
+
+    st = "sentence_transformers.models."
+    assert sentence_transformers_pooler(modules(f"{st}Transformer", f"{st}Pooling", cls_token=True)) == (
+        "cls_before_pooler"
+    )
+    assert sentence_transformers_pooler(modules(f"{st}Transformer", f"{st}Pooling", max_tokens=True)) == "max"
+    normalized = modules(f"{st}Transformer", f"{st}Pooling", f"{st}Normalize", mean_tokens=True)
+    assert sentence_transformers_pooler(normalized) == "avg"
+    assert (
+        sentence_transformers_pooler(modules(f"{st}Transformer", f"{st}Pooling", f"{st}Dense", mean_tokens=True))
+        is None
+    )
+    assert (
+        sentence_transformers_pooler(modules(f"{st}Transformer", f"{st}Pooling", mean_tokens=True, cls_token=True))
+        is None
+    )
+    assert sentence_transformers_pooler(tiny_bert) is None

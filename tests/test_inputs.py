@@ -212,7 +212,9 @@ def test_senteval_eval_names_what_the_path_is(capsys, tiny_bert, tmp_path):
     lines = refusal(capsys, senteval_eval.main, ["--model_name_or_path", str(tmp_path / "gone")])
     assert lines[0] == f"error: model directory not found: {tmp_path / 'gone'}"
     lines = refusal(capsys, senteval_eval.main, ["--model_name_or_path", tiny_bert])  # no cse_config.json
-    assert lines[0] == f"error: no pooler given and {tiny_bert} records none in cse_config.json"
+    assert lines[0] == (
+        f"error: no pooler given and {tiny_bert} records none in cse_config.json or sentence-transformers' modules.json"
+    )
 
 
 # -- check before work -----------------------------------------------------------------------------
