@@ -466,17 +466,38 @@ def _unique_json_object(pairs: list) -> dict:
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """``yaml.safe_load``'s loader, refusing a mapping that gives a key twice (PyYAML keeps the last
-    silently, though YAML requires keys to be unique), in every mapping of the file."""
+    silently, though YAML requires keys to be unique), in every mapping of the file. A merge key
+    (``<<: *base``) reads as in ``yaml.safe_load``: a key written beside it overrides the merged one,
+    as YAML's merge rule says, and is no duplicate."""
 
-    def construct_mapping(self, node, deep=False):
-        lines = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if isinstance(key, (str, int, float, bool)) and key in lines:
-                raise DuplicateKeyError(key, f" (lines {lines[key]} and {line})")
-            lines.setdefault(key, line)
-        return super().construct_mapping(node, deep=deep)
+    _MERGE = "tag:yaml.org,2002:merge"
+
+    def flatten_mapping(self, node):
+        # Each mapping is checked once, on the keys written in it, before its merges are taken in
+        # (flattening prepends the merged pairs to the node's own, and may reach a node twice).
+        checked = self.__dict__.setdefault("_checked", set())
+        if id(node) not in checked:
+            checked.add(id(node))
+            lines = {}
+            for key_node, _ in node.value:
+                if key_node.tag == self._MERGE:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if isinstance(key, (str, int, float, bool)) and key in lines:
+                    raise DuplicateKeyError(key, f" (lines {lines[key]} and {line})")
+                lines.setdefault(key, line)
+        super().flatten_mapping(node)
+
+
+def _yaml_error(err: yaml.YAMLError) -> str:
+    """PyYAML's message in one line, the place as a line and column rather than the loader's
+    ``in "<unicode string>"`` and an excerpt with a caret."""
+    if not isinstance(err, yaml.MarkedYAMLError):
+        return " ".join(str(err).split())
+    said = ": ".join(part for part in (err.context, err.problem) if part)
+    mark = err.problem_mark or err.context_mark
+    return f"{said} (line {mark.line + 1}, column {mark.column + 1})" if mark else said
 
 
 def read_config_file(path: str) -> dict:
@@ -508,7 +529,7 @@ def read_config_file(path: str) -> dict:
             hint=f"pass a {kind} file of argument names and values, saved as UTF-8",
         ) from None
     except (ValueError, yaml.YAMLError) as err:
-        where = " ".join(str(err).split())
+        where = _yaml_error(err) if isinstance(err, yaml.YAMLError) else " ".join(str(err).split())
         raise CSEUsageError(
             f"config file {path} is not valid {kind}: {where}", hint=f"correct the {kind} syntax at the place named"
         ) from None

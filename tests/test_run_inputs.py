@@ -102,6 +102,39 @@ def test_a_config_file_giving_a_key_twice_is_refused(name, content, said, capsys
     assert not out.exists()
 
 
+MERGES = [
+    "base: &base {seed: 1, learning_rate: 1.0e-5}\nrun:\n  <<: *base\n  seed: 2\n",
+    "base: &base {seed: 1}\n<<: *base\nseed: 3\n",
+    "a: &a {seed: 1, warmup_steps: 2}\nb: &b\n  <<: *a\n  seed: 2\nc:\n  <<: [*b, *a]\n  warmup_steps: 4\n",
+]
+
+
+@pytest.mark.parametrize("content", MERGES)
+def test_a_config_file_with_merge_keys_reads_as_yaml_safe_load_reads_it(content, tmp_path):
+    """A key beside a merge key (``<<: *base``) overrides the merged one (YAML's merge rule), no duplicate."""
+    import yaml
+
+    from cse.arguments import read_config_file
+
+    config = tmp_path / "merge.yaml"
+    config.write_text(content)
+    assert read_config_file(str(config)) == yaml.safe_load(content)
+
+
+def test_a_key_twice_beside_a_merge_key_is_refused_and_yaml_errors_name_line_and_column(capsys, tmp_path):
+    config = tmp_path / "merge.yaml"
+    config.write_text("base: &base {seed: 1}\nrun:\n  <<: *base\n  seed: 2\n  seed: 3\n")
+    error, _ = refused(capsys, [str(config), "--output_dir", str(tmp_path / "out")])
+    assert error == f"error: config file {config} gives seed twice (lines 4 and 5): which value is meant is unclear"
+    config.write_text("seed: 1\nwarmup_steps: !!python/object:os.system 1\n")
+    error, _ = refused(capsys, [str(config), "--output_dir", str(tmp_path / "out")])
+    assert error == (
+        f"error: config file {config} is not valid YAML: could not determine a constructor for the tag "
+        "'tag:yaml.org,2002:python/object:os.system' (line 2, column 15)"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_shipped_configs_give_each_key_once():
     from cse.arguments import read_config_file
 
