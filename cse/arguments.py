@@ -722,6 +722,28 @@ def given_flags(argv: list[str]) -> set[str]:
     return {arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")}
 
 
+def check_given_once(parser: ArgumentParser, argv: list[str]) -> None:
+    """Refuse a field that the command line sets twice (``--seed 1 --seed 2``; ``--learning_rate`` and
+    ``--learning-rate``; ``--do_x`` and ``--no_do_x``): argparse keeps the last without a word, where a
+    config file giving a key twice is refused. A flag after the config file overriding the file's value is
+    the rule, not a duplicate."""
+    # every spelling argparse takes (HfArgumentParser adds the dashed one and --no_<switch>) to its field
+    field_of = {option: action.dest for action in parser._actions for option in action.option_strings}
+    seen: dict[str, str] = {}
+    for arg in argv:
+        option = arg.split("=", 1)[0]
+        dest = field_of.get(option) if arg.startswith("--") else None
+        if dest is None or dest == "help":
+            continue
+        if dest in seen:
+            both = f"{option} twice" if seen[dest] == option else f"{seen[dest]} and {option}"
+            raise CSEUsageError(
+                f"the command line gives {both} (both set {dest}): which value is meant is unclear",
+                hint=f"give --{dest} once (a flag after the config file overrides the file's value)",
+            )
+        seen[dest] = option
+
+
 def check_save_steps(training_args, given: set[str]) -> None:
     """``--save_steps`` only acts with ``--save_strategy steps``; any other strategy would drop it
     without a word, and a run killed later would lose everything since its last best checkpoint."""
@@ -764,6 +786,7 @@ def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | No
         # File values become the parser's defaults, so that flags given after the file win.
         parser.set_defaults(**config)
         given |= set(config)
+    check_given_once(parser, argv)
     # Before the dataclasses are built: their own checks would misreport a NaN (every comparison is
     # false) or a value out of range (the Trainer replaces --eval_steps 0 with --logging_steps).
     values = vars(parser.parse_known_args(args=argv)[0])
