@@ -25,7 +25,7 @@ from transformers.trainer_utils import HubStrategy
 
 from .errors import CSEUsageError, nearest_existing
 from .file_checks import require_regular_file
-from .paths import CORPUS_FILE_HINT, MissingDataError
+from .paths import CORPUS_FILE_HINT, EMPTY_CORPUS_HINT, MissingDataError, corpus_emptiness
 from .pooling import POOLERS, check_pooler
 from .ranges import (
     RANGE,
@@ -371,6 +371,9 @@ def check_train_file(path: str) -> None:
     require_regular_file(path, "--train_file", hint=CORPUS_FILE_HINT)
     if os.path.exists(path) and not os.access(path, os.R_OK):
         raise CSEUsageError(f"--train_file {path} cannot be read (permission denied)", hint="check its permissions")
+    empty = corpus_emptiness(path) if os.path.isfile(path) else None
+    if empty:  # before the model loads and datasets reads the file, each with its progress bar
+        raise CSEUsageError(empty, hint=EMPTY_CORPUS_HINT)
 
 
 def check_output_dir(path: str) -> None:

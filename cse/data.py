@@ -22,7 +22,14 @@ from scipy.special import gammaln, logsumexp
 from .errors import CSEUsageError
 from .export import position_limit
 from .file_checks import require_regular_file
-from .paths import CORPUS_FILE_HINT, MissingDataError, default_train_file, require_path
+from .paths import (
+    CORPUS_FILE_HINT,
+    EMPTY_CORPUS_HINT,
+    MissingDataError,
+    corpus_emptiness,
+    default_train_file,
+    require_path,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +47,6 @@ MIN_DISTINCT_SHARE = 0.5
 
 class EmptyCorpusError(CSEUsageError):
     """The corpus holds no usable sentence."""
-
-
-EMPTY_HINT = "pass a corpus of one sentence a line (e.g. wiki1m_for_simcse.txt, scripts/download_data.sh)"
 
 
 def binary_evidence(path: str, limit: int = BINARY_CHECK_BYTES) -> str | None:
@@ -136,8 +140,9 @@ def load_corpus(
                 f"training corpus must be .txt or .csv, got {path}",
                 hint="pass one sentence a line as .txt, or a .csv with a column of sentences (--text_column)",
             )
-        if os.path.getsize(path) == 0:
-            raise EmptyCorpusError(f"training corpus is empty: {path}", hint=EMPTY_HINT)
+        empty = corpus_emptiness(path)  # before datasets reads the file
+        if empty:
+            raise EmptyCorpusError(empty, hint=EMPTY_CORPUS_HINT)
         evidence = None if allow_binary_corpus else binary_evidence(path)
         if evidence:
             raise CSEUsageError(
@@ -180,7 +185,7 @@ def load_corpus(
     # Nothing dropped: the unfiltered table is kept, as reading through the filter's row mapping (even one of
     # every row) is about ten times slower for corpus_statistics' pass over every line.
     if len(corpus) == 0:
-        raise EmptyCorpusError(f"training corpus has no non-blank line: {source}", hint=EMPTY_HINT)
+        raise EmptyCorpusError(f"training corpus has no non-blank line: {source}", hint=EMPTY_CORPUS_HINT)
     if max_train_samples is not None:
         corpus = corpus.select(range(min(max_train_samples, len(corpus))))
     logger.info("training corpus %s: %d sentences", source, len(corpus))

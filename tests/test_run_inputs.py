@@ -233,6 +233,33 @@ def test_a_corpus_that_is_not_a_regular_file_is_refused_naming_what_it_is(capsys
     assert error == f"error: --train_file {folder} is a directory, not a corpus file"
 
 
+@pytest.mark.parametrize("content,said", [("", "is empty"), ("\n  \n\t\r\n", "has no non-blank line")])
+def test_an_empty_corpus_is_refused_before_anything_is_loaded_or_read(content, said, capsys, tiny_bert, tmp_path):
+    """An empty file, or blank lines alone: the refusal is the only output, before the model's weights
+    load and datasets reads the file (``Loading weights``, ``Generating train split``, ``Dropping blank
+    lines`` came first); the default corpus too, when datasets is called directly."""
+    import cse.data
+    from cse.errors import run_cli
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(content)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        run_cli(run_simcse.main, train_argv(tiny_bert, out, "--train_file", str(corpus)))
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: training corpus {said}: {corpus}",
+        "  hint: pass a corpus of one sentence a line (e.g. wiki1m_for_simcse.txt, scripts/download_data.sh)",
+    ]
+    assert not out.exists()
+    (tmp_path / "wiki1m_for_simcse.txt").write_text(content)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CSE_DATA_DIR", str(tmp_path))
+        patch.setattr(cse.data.datasets, "load_dataset", None)  # never reached
+        with pytest.raises(cse.data.EmptyCorpusError, match=f"training corpus {said}"):
+            load_corpus()
+
+
 def test_the_default_corpus_that_is_a_fifo_is_refused(tmp_path, monkeypatch):
     os.mkfifo(tmp_path / "wiki1m_for_simcse.txt")
     monkeypatch.setenv("CSE_DATA_DIR", str(tmp_path))
