@@ -3,7 +3,8 @@
 
 Every script also takes one ``.json`` or ``.yaml`` file as its first argument; flags after it
 override the file (``python run_simcse.py configs/simcse_bert_base.yaml --seed 2``). Flags are
-never abbreviated (``--learning_rat`` is an error, not ``--learning_rate``).
+never abbreviated (``--learning_rat`` is an error, not ``--learning_rate``), nor given twice
+(``--seed 1 --seed 2`` is an error, as a config file giving a key twice is).
 """
 
 from __future__ import annotations
@@ -764,11 +765,12 @@ def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | No
     path supplies values, typed as the file types them (``null``, mappings and lists included), that
     later flags override (or ``config``, such values the caller read already from ``config_path``).
     Refused (``CSEUsageError``, one line and a hint) before any dataclass is built: unknown names, in
-    the file or on the command line, abbreviated flags, an empty value, a value of the wrong kind, NaN
-    or infinite numbers, a training argument outside its range (:func:`training_ranges`; the other
-    dataclasses check theirs when built), 0 epochs without ``--max_steps``; after: ``save_steps``
-    without ``save_strategy: steps``, a global batch under 2 and, for a training run, an
-    ``--output_dir`` holding something other than a run (:func:`cse.run_dir.check_run_directory`)."""
+    the file or on the command line, abbreviated flags, a flag given twice (:func:`check_given_once`),
+    an empty value, a value of the wrong kind, NaN or infinite numbers, a training argument outside
+    its range (:func:`training_ranges`; the other dataclasses check theirs when built), 0 epochs
+    without ``--max_steps``; after: ``save_steps`` without ``save_strategy: steps``, a global batch
+    under 2 and, for a training run, an ``--output_dir`` holding something other than a run
+    (:func:`cse.run_dir.check_run_directory`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = ArgumentParser(dataclass_types, allow_abbrev=False)
     given = given_flags(argv)
