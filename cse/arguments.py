@@ -3,7 +3,8 @@
 
 Every script also takes one ``.json`` or ``.yaml`` file as its first argument; flags after it
 override the file (``python run_simcse.py configs/simcse_bert_base.yaml --seed 2``). Flags are
-never abbreviated (``--learning_rat`` is an error, not ``--learning_rate``).
+never abbreviated (``--learning_rat`` is an error, not ``--learning_rate``), nor given twice
+(``--seed 1 --seed 2`` is an error, as a config file giving a key twice is).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from transformers.trainer_utils import HubStrategy
 
 from .errors import CSEUsageError, nearest_existing
 from .file_checks import require_regular_file
-from .paths import CORPUS_FILE_HINT, MissingDataError
+from .paths import CORPUS_FILE_HINT, EMPTY_CORPUS_HINT, MissingDataError, corpus_emptiness
 from .pooling import POOLERS, check_pooler
 from .ranges import (
     RANGE,
@@ -371,6 +372,9 @@ def check_train_file(path: str) -> None:
     require_regular_file(path, "--train_file", hint=CORPUS_FILE_HINT)
     if os.path.exists(path) and not os.access(path, os.R_OK):
         raise CSEUsageError(f"--train_file {path} cannot be read (permission denied)", hint="check its permissions")
+    empty = corpus_emptiness(path) if os.path.isfile(path) else None
+    if empty:  # before the model loads and datasets reads the file, each with its progress bar
+        raise CSEUsageError(empty, hint=EMPTY_CORPUS_HINT)
 
 
 def check_output_dir(path: str) -> None:
@@ -466,17 +470,38 @@ def _unique_json_object(pairs: list) -> dict:
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """``yaml.safe_load``'s loader, refusing a mapping that gives a key twice (PyYAML keeps the last
-    silently, though YAML requires keys to be unique), in every mapping of the file."""
+    silently, though YAML requires keys to be unique), in every mapping of the file. A merge key
+    (``<<: *base``) reads as in ``yaml.safe_load``: a key written beside it overrides the merged one,
+    as YAML's merge rule says, and is no duplicate."""
 
-    def construct_mapping(self, node, deep=False):
-        lines = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if isinstance(key, (str, int, float, bool)) and key in lines:
-                raise DuplicateKeyError(key, f" (lines {lines[key]} and {line})")
-            lines.setdefault(key, line)
-        return super().construct_mapping(node, deep=deep)
+    _MERGE = "tag:yaml.org,2002:merge"
+
+    def flatten_mapping(self, node):
+        # Each mapping is checked once, on the keys written in it, before its merges are taken in
+        # (flattening prepends the merged pairs to the node's own, and may reach a node twice).
+        checked = self.__dict__.setdefault("_checked", set())
+        if id(node) not in checked:
+            checked.add(id(node))
+            lines = {}
+            for key_node, _ in node.value:
+                if key_node.tag == self._MERGE:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if isinstance(key, (str, int, float, bool)) and key in lines:
+                    raise DuplicateKeyError(key, f" (lines {lines[key]} and {line})")
+                lines.setdefault(key, line)
+        super().flatten_mapping(node)
+
+
+def _yaml_error(err: yaml.YAMLError) -> str:
+    """PyYAML's message in one line, the place as a line and column rather than the loader's
+    ``in "<unicode string>"`` and an excerpt with a caret."""
+    if not isinstance(err, yaml.MarkedYAMLError):
+        return " ".join(str(err).split())
+    said = ": ".join(part for part in (err.context, err.problem) if part)
+    mark = err.problem_mark or err.context_mark
+    return f"{said} (line {mark.line + 1}, column {mark.column + 1})" if mark else said
 
 
 def read_config_file(path: str) -> dict:
@@ -508,7 +533,7 @@ def read_config_file(path: str) -> dict:
             hint=f"pass a {kind} file of argument names and values, saved as UTF-8",
         ) from None
     except (ValueError, yaml.YAMLError) as err:
-        where = " ".join(str(err).split())
+        where = _yaml_error(err) if isinstance(err, yaml.YAMLError) else " ".join(str(err).split())
         raise CSEUsageError(
             f"config file {path} is not valid {kind}: {where}", hint=f"correct the {kind} syntax at the place named"
         ) from None
@@ -701,6 +726,28 @@ def given_flags(argv: list[str]) -> set[str]:
     return {arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")}
 
 
+def check_given_once(parser: ArgumentParser, argv: list[str]) -> None:
+    """Refuse a field that the command line sets twice (``--seed 1 --seed 2``; ``--learning_rate`` and
+    ``--learning-rate``; ``--do_x`` and ``--no_do_x``): argparse keeps the last without a word, where a
+    config file giving a key twice is refused. A flag after the config file overriding the file's value is
+    the rule, not a duplicate."""
+    # every spelling argparse takes (HfArgumentParser adds the dashed one and --no_<switch>) to its field
+    field_of = {option: action.dest for action in parser._actions for option in action.option_strings}
+    seen: dict[str, str] = {}
+    for arg in argv:
+        option = arg.split("=", 1)[0]
+        dest = field_of.get(option) if arg.startswith("--") else None
+        if dest is None or dest == "help":
+            continue
+        if dest in seen:
+            both = f"{option} twice" if seen[dest] == option else f"{seen[dest]} and {option}"
+            raise CSEUsageError(
+                f"the command line gives {both} (both set {dest}): which value is meant is unclear",
+                hint=f"give --{dest} once (a flag after the config file overrides the file's value)",
+            )
+        seen[dest] = option
+
+
 def check_save_steps(training_args, given: set[str]) -> None:
     """``--save_steps`` only acts with ``--save_strategy steps``; any other strategy would drop it
     without a word, and a run killed later would lose everything since its last best checkpoint."""
@@ -718,11 +765,12 @@ def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | No
     path supplies values, typed as the file types them (``null``, mappings and lists included), that
     later flags override (or ``config``, such values the caller read already from ``config_path``).
     Refused (``CSEUsageError``, one line and a hint) before any dataclass is built: unknown names, in
-    the file or on the command line, abbreviated flags, an empty value, a value of the wrong kind, NaN
-    or infinite numbers, a training argument outside its range (:func:`training_ranges`; the other
-    dataclasses check theirs when built), 0 epochs without ``--max_steps``; after: ``save_steps``
-    without ``save_strategy: steps``, a global batch under 2 and, for a training run, an
-    ``--output_dir`` holding something other than a run (:func:`cse.run_dir.check_run_directory`)."""
+    the file or on the command line, abbreviated flags, a flag given twice (:func:`check_given_once`),
+    an empty value, a value of the wrong kind, NaN or infinite numbers, a training argument outside
+    its range (:func:`training_ranges`; the other dataclasses check theirs when built), 0 epochs
+    without ``--max_steps``; after: ``save_steps`` without ``save_strategy: steps``, a global batch
+    under 2 and, for a training run, an ``--output_dir`` holding something other than a run
+    (:func:`cse.run_dir.check_run_directory`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = ArgumentParser(dataclass_types, allow_abbrev=False)
     given = given_flags(argv)
@@ -743,6 +791,7 @@ def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | No
         # File values become the parser's defaults, so that flags given after the file win.
         parser.set_defaults(**config)
         given |= set(config)
+    check_given_once(parser, argv)
     # Before the dataclasses are built: their own checks would misreport a NaN (every comparison is
     # false) or a value out of range (the Trainer replaces --eval_steps 0 with --logging_steps).
     values = vars(parser.parse_known_args(args=argv)[0])

@@ -22,7 +22,14 @@ from scipy.special import gammaln, logsumexp
 from .errors import CSEUsageError
 from .export import position_limit
 from .file_checks import require_regular_file
-from .paths import CORPUS_FILE_HINT, MissingDataError, default_train_file, require_path
+from .paths import (
+    CORPUS_FILE_HINT,
+    EMPTY_CORPUS_HINT,
+    MissingDataError,
+    corpus_emptiness,
+    default_train_file,
+    require_path,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +47,6 @@ MIN_DISTINCT_SHARE = 0.5
 
 class EmptyCorpusError(CSEUsageError):
     """The corpus holds no usable sentence."""
-
-
-EMPTY_HINT = "pass a corpus of one sentence a line (e.g. wiki1m_for_simcse.txt, scripts/download_data.sh)"
 
 
 def binary_evidence(path: str, limit: int = BINARY_CHECK_BYTES) -> str | None:
@@ -136,8 +140,9 @@ def load_corpus(
                 f"training corpus must be .txt or .csv, got {path}",
                 hint="pass one sentence a line as .txt, or a .csv with a column of sentences (--text_column)",
             )
-        if os.path.getsize(path) == 0:
-            raise EmptyCorpusError(f"training corpus is empty: {path}", hint=EMPTY_HINT)
+        empty = corpus_emptiness(path)  # before datasets reads the file
+        if empty:
+            raise EmptyCorpusError(empty, hint=EMPTY_CORPUS_HINT)
         evidence = None if allow_binary_corpus else binary_evidence(path)
         if evidence:
             raise CSEUsageError(
@@ -180,7 +185,7 @@ def load_corpus(
     # Nothing dropped: the unfiltered table is kept, as reading through the filter's row mapping (even one of
     # every row) is about ten times slower for corpus_statistics' pass over every line.
     if len(corpus) == 0:
-        raise EmptyCorpusError(f"training corpus has no non-blank line: {source}", hint=EMPTY_HINT)
+        raise EmptyCorpusError(f"training corpus has no non-blank line: {source}", hint=EMPTY_CORPUS_HINT)
     if max_train_samples is not None:
         corpus = corpus.select(range(min(max_train_samples, len(corpus))))
     logger.info("training corpus %s: %d sentences", source, len(corpus))
@@ -276,7 +281,9 @@ def corpus_statistics(corpus: datasets.Dataset, batch_size: int = 1 << 16) -> Co
     return CorpusStatistics(len(corpus), dict(sorted(collections.Counter(counts.values()).items())))
 
 
-def check_corpus(statistics: CorpusStatistics, global_batch: int, source: str) -> None:
+def check_corpus(
+    statistics: CorpusStatistics, global_batch: int, source: str, max_train_samples: int | None = None
+) -> None:
     """Log the distinct sentences and the duplicate share of a training corpus; refuse one smaller than
     a global batch (the batches would be smaller than the size asked for and recorded), one with fewer
     than 2 distinct sentences (every batch would hold only positives: a constant loss, ln B) or whose
@@ -292,11 +299,23 @@ def check_corpus(statistics: CorpusStatistics, global_batch: int, source: str) -
             hint="pass a corpus of different sentences (one a line)",
         )
     if global_batch > statistics.sentences:
+        # ``--max_train_samples`` cut the corpus only where the corpus holds more lines than it keeps
+        cut = max_train_samples is not None and max_train_samples <= statistics.sentences
+        more = (
+            f"more of the corpus (--max_train_samples {global_batch:,} or more, or none)"
+            if cut
+            else "a larger corpus"
+            + (
+                f" (--max_train_samples {max_train_samples:,} already exceeds its {statistics.sentences:,} sentences)"
+                if max_train_samples is not None
+                else ""
+            )
+        )
         raise CSEUsageError(
             f"the global batch of {global_batch:,} sentences exceeds the {statistics.sentences:,} of training corpus "
             f"{source}: every step would train a batch of {statistics.sentences:,}, not the size asked for",
             hint="pass a global batch (--per_device_train_batch_size x processes) of at most "
-            f"{statistics.sentences:,}, or a larger corpus (without --max_train_samples)",
+            f"{statistics.sentences:,}, or {more}",
         )
     batch = global_batch
     distinct = statistics.expected_distinct(batch)
@@ -483,7 +502,8 @@ def build_train_dataset(
     tokenised). Each process counts for itself, so that each refuses on its own."""
     corpus = load_train_corpus(data_args, cache_dir)
     statistics = corpus_statistics(corpus)
-    check_corpus(statistics, global_batch, data_args.dataset_name or data_args.train_file or default_train_file())
+    source = data_args.dataset_name or data_args.train_file or default_train_file()
+    check_corpus(statistics, global_batch, source, data_args.max_train_samples)
     tokenized = tokenize_corpus(
         corpus,
         tokenizer,

@@ -12,6 +12,25 @@ from .errors import CSEUsageError
 
 DATA_DIR_ENV = "CSE_DATA_DIR"
 DEFAULT_CORPUS = "wiki1m_for_simcse.txt"
+# What a training corpus that holds no sentence is refused with.
+EMPTY_CORPUS_HINT = "pass a corpus of one sentence a line (e.g. wiki1m_for_simcse.txt, scripts/download_data.sh)"
+
+
+def corpus_emptiness(path: str, chunk: int = 1 << 16) -> str | None:
+    """Why the regular file ``path`` holds no sentence, in words (size 0, or a ``.txt`` of blank lines
+    alone), or None. Read up to its first byte that is not ASCII whitespace, the first chunk of any
+    corpus with a sentence: a refusal comes before ``datasets`` reads (and reports progress on) the file."""
+    if os.path.getsize(path) == 0:
+        return f"training corpus is empty: {path}"
+    if not path.lower().endswith(".txt"):
+        return None
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            if block.strip():
+                return None
+    return f"training corpus has no non-blank line: {path}"
+
+
 # What a training corpus that is not a regular file (a FIFO, a device, a socket) is refused with.
 CORPUS_FILE_HINT = (
     "pass a regular file of one sentence a line (.txt) or a .csv; to train on a stream, save it first "

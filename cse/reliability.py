@@ -328,6 +328,8 @@ def disk_need(model, args, steps: int) -> tuple[int, str]:
     at_once = saves if limit is None else min(saves, limit + 1)
     kept = saves if limit is None else min(saves, limit)
     need = max(at_once * checkpoint, kept * checkpoint + export)
+    if not saves:  # --save_strategy no: the export alone
+        return need, f"the export, {human_size(export)}; no checkpoint"
     words = (
         f"{at_once} checkpoint(s) of {human_size(checkpoint)} at once"
         + (f" (--save_total_limit {limit})" if limit is not None and saves > limit else "")
@@ -348,11 +350,18 @@ def check_free_space(model, args, steps: int) -> None:
     missing = need - existing
     free = shutil.disk_usage(nearest_existing(args.output_dir)).free
     if free < missing:
+        # fewer checkpoints help only where more than one would be kept at once
+        limit = args.save_total_limit
+        fewer = _saves(args, steps) > 1 and (limit is None or limit > 1)
         raise CSEUsageError(
             f"{args.output_dir} needs at least {human_size(missing)} for this run ({words}), and its file system "
             f"has {human_size(free)} free",
-            hint=f"free at least {human_size(missing - free)} on that file system, choose an --output_dir with more "
-            "space, or keep fewer checkpoints (--save_total_limit 1)",
+            hint=f"free at least {human_size(missing - free)} on that file system"
+            + (
+                ", choose an --output_dir with more space, or keep fewer checkpoints (--save_total_limit 1)"
+                if fewer
+                else ", or choose an --output_dir with more space"
+            ),
         )
 
 

@@ -172,13 +172,13 @@ def small_run_argv(model, out, steps, *flags):
     """A run script's command line for a small run of ``steps`` steps on ``model``: batches of 8
     sentences of up to 16 tokens, as many sentences as the steps take, no evaluation, checkpoint or
     report, seed 7; ``flags`` after, so that they may override these."""
-    return [
+    return overridden([
         "--model_name_or_path", model, "--output_dir", str(out), "--train_file", WIKI_HEAD,
         "--senteval_data_dir", SENTEVAL, "--max_train_samples", str(8 * steps), "--max_seq_length", "16",
         "--per_device_train_batch_size", "8", "--max_steps", str(steps), "--eval_strategy", "no",
         "--save_strategy", "no", "--load_best_model_at_end", "false", "--final_eval", "none",
-        "--report_to", "none", "--disable_tqdm", "true", "--seed", "7", *flags,
-    ]  # fmt: skip
+        "--report_to", "none", "--disable_tqdm", "true", "--seed", "7",
+    ], flags)  # fmt: skip
 
 
 @pytest.fixture(scope="session")
@@ -357,24 +357,28 @@ def refusal(capsys, main, argv):
     return lines
 
 
+def overridden(defaults, flags):
+    """``defaults`` without the flags (and their values) that ``flags`` give, then ``flags``: a helper's
+    defaults that flags after them replace (a run refuses a flag given twice)."""
+    given = {arg.split("=", 1)[0].replace("-", "_") for arg in flags if arg.startswith("--")}
+    kept, dropping = [], False
+    for arg in defaults:
+        if arg.startswith("--"):
+            dropping = arg.split("=", 1)[0].replace("-", "_") in given
+        if not dropping:
+            kept.append(arg)
+    return [*kept, *flags]
+
+
 def train_argv(model, out, *extra):
-    return [
-        "--model_name_or_path",
-        model,
-        "--output_dir",
-        str(out),
-        "--train_file",
-        WIKI_HEAD,
-        "--senteval_data_dir",
-        SENTEVAL,
-        "--max_steps",
-        "2",
-        "--use_cpu",
-        "true",
-        "--report_to",
-        "none",
-        *extra,
-    ]
+    """A short CPU run's flags, ``extra`` after them (a flag of ``extra`` replaces the default one)."""
+    return overridden(
+        [
+            "--model_name_or_path", model, "--output_dir", str(out), "--train_file", WIKI_HEAD,
+            "--senteval_data_dir", SENTEVAL, "--max_steps", "2", "--use_cpu", "true", "--report_to", "none",
+        ],
+        extra,
+    )  # fmt: skip
 
 
 def assert_nothing_written(out):
@@ -430,7 +434,7 @@ def tail_args(model_dir, out, senteval, flags=()):
     argv = common_args(model_dir, out, max_steps=4, save_steps=2)
     for flag, value in {"eval_strategy": "steps", "load_best_model_at_end": "true", "final_eval": "dev"}.items():
         argv[argv.index(f"--{flag}") + 1] = value
-    return [*argv, "--eval_steps", "2", "--senteval_data_dir", senteval, *flags]
+    return overridden([*argv, "--eval_steps", "2", "--senteval_data_dir", senteval], flags)
 
 
 # --- in-process trainers --------------------------------------------------------------------------

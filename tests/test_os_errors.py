@@ -24,12 +24,12 @@ from cse.errors import OS_ERROR_HINTS, human_size, run_cli
 from cse.reliability import LOCK_NAME
 from cse.resume import checkpoint_problem
 
-from .conftest import REPO, assert_nothing_written, refusal, tmpfs, train_argv
+from .conftest import REPO, assert_nothing_written, overridden, refusal, tmpfs, train_argv
 
 
 def run_argv(model, out, *extra):
     """A 4-step run saving a checkpoint every 2 steps, the last two kept."""
-    return train_argv(model, out, *RUN_FLAGS, *extra)
+    return train_argv(model, out, *overridden(RUN_FLAGS, extra))
 
 
 RUN_FLAGS = (

@@ -21,7 +21,7 @@ from cse.arguments import MAX_STEPS, CSETrainingArguments, DataArguments, ModelA
 from cse.data import CLIP_CHARS_PER_TOKEN, CorpusStatistics, check_corpus, load_corpus, tokenize_corpus
 from cse.errors import CSEUsageError, run_cli
 
-from .conftest import TOKENIZERS, WIKI_HEAD, refusal, tmpfs, train_argv
+from .conftest import TOKENIZERS, WIKI_HEAD, overridden, refusal, tmpfs, train_argv
 
 TYPES = (ModelArguments, DataArguments, CSETrainingArguments)
 
@@ -42,8 +42,8 @@ def test_a_global_batch_larger_than_the_corpus_is_refused_before_work(capsys, ti
     assert refused(capsys, argv) == [
         f"error: the global batch of 17 sentences exceeds the 16 of training corpus {WIKI_HEAD}: every step would "
         "train a batch of 16, not the size asked for",
-        "  hint: pass a global batch (--per_device_train_batch_size x processes) of at most 16, or a larger corpus "
-        "(without --max_train_samples)",
+        "  hint: pass a global batch (--per_device_train_batch_size x processes) of at most 16, or more of the corpus "
+        "(--max_train_samples 17 or more, or none)",
     ]
     assert not out.exists()
     # the rule, at its edge: a batch of the whole corpus is a batch of the size asked for
@@ -51,6 +51,23 @@ def test_a_global_batch_larger_than_the_corpus_is_refused_before_work(capsys, ti
     check_corpus(statistics, 16, "c.txt")
     with pytest.raises(CSEUsageError, match="the global batch of 17 sentences exceeds the 16 of"):
         check_corpus(statistics, 17, "c.txt")
+
+
+def test_a_batch_larger_than_a_corpus_max_train_samples_exceeds_asks_for_a_larger_corpus(capsys, tiny_bert, tmp_path):
+    """A 16-line corpus and --max_train_samples 100: more samples cannot help, only a larger corpus."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"sentence number {i}\n" for i in range(16)))
+    out = tmp_path / "out"
+    argv = train_argv(
+        tiny_bert, out, "--train_file", str(corpus), "--max_train_samples", "100", "--per_device_train_batch_size", "17"
+    )
+    assert refused(capsys, argv)[1] == (
+        "  hint: pass a global batch (--per_device_train_batch_size x processes) of at most 16, or a larger corpus "
+        "(--max_train_samples 100 already exceeds its 16 sentences)"
+    )
+    argv = train_argv(tiny_bert, out, "--train_file", str(corpus), "--per_device_train_batch_size", "17")
+    assert refused(capsys, argv)[1].endswith("of at most 16, or a larger corpus")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("steps", [10**12, 10**20, 2**63, 2**31])
@@ -100,6 +117,65 @@ def test_a_config_file_giving_a_key_twice_is_refused(name, content, said, capsys
     assert error == f"error: config file {config} gives {said}: which value is meant is unclear"
     assert hint == f"  hint: give {key} once in {config}"
     assert not out.exists()
+
+
+TWICE = [
+    (["--seed", "1", "--seed", "2"], "--seed twice (both set seed)", "--seed"),
+    (["--learning_rate", "1e-5", "--learning-rate=3e-5"],
+     "--learning_rate and --learning-rate (both set learning_rate)", "--learning_rate"),
+    (["--save_only_model", "--save_only_model", "false"], "--save_only_model twice (both set save_only_model)",
+     "--save_only_model"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("flags,said,once", TWICE, ids=["same", "dashed", "switch"])
+def test_a_flag_given_twice_on_the_command_line_is_refused(flags, said, once, capsys, tmp_path):
+    """argparse keeps the last value without a word; a config file giving a key twice is refused."""
+    config = tmp_path / "c.yaml"
+    config.write_text("seed: 7\nlearning_rate: 2.0e-5\n")
+    out = tmp_path / "out"
+    for argv in ([*flags, "--output_dir", str(out)], [str(config), "--output_dir", str(out), *flags]):
+        assert refused(capsys, argv) == [
+            f"error: the command line gives {said}: which value is meant is unclear",
+            f"  hint: give {once} once (a flag after the config file overrides the file's value)",
+        ]
+    assert not out.exists()
+    # a flag overriding the config file's value is the rule
+    training = parse_args(TYPES, [str(config), "--output_dir", str(out), "--seed", "3", "--learning-rate", "1e-5"])[2]
+    assert (training.seed, training.learning_rate) == (3, 1e-5)
+
+
+MERGES = [
+    "base: &base {seed: 1, learning_rate: 1.0e-5}\nrun:\n  <<: *base\n  seed: 2\n",
+    "base: &base {seed: 1}\n<<: *base\nseed: 3\n",
+    "a: &a {seed: 1, warmup_steps: 2}\nb: &b\n  <<: *a\n  seed: 2\nc:\n  <<: [*b, *a]\n  warmup_steps: 4\n",
+]
+
+
+@pytest.mark.parametrize("content", MERGES)
+def test_a_config_file_with_merge_keys_reads_as_yaml_safe_load_reads_it(content, tmp_path):
+    """A key beside a merge key (``<<: *base``) overrides the merged one (YAML's merge rule), no duplicate."""
+    import yaml
+
+    from cse.arguments import read_config_file
+
+    config = tmp_path / "merge.yaml"
+    config.write_text(content)
+    assert read_config_file(str(config)) == yaml.safe_load(content)
+
+
+def test_a_key_twice_beside_a_merge_key_is_refused_and_yaml_errors_name_line_and_column(capsys, tmp_path):
+    config = tmp_path / "merge.yaml"
+    config.write_text("base: &base {seed: 1}\nrun:\n  <<: *base\n  seed: 2\n  seed: 3\n")
+    error, _ = refused(capsys, [str(config), "--output_dir", str(tmp_path / "out")])
+    assert error == f"error: config file {config} gives seed twice (lines 4 and 5): which value is meant is unclear"
+    config.write_text("seed: 1\nwarmup_steps: !!python/object:os.system 1\n")
+    error, _ = refused(capsys, [str(config), "--output_dir", str(tmp_path / "out")])
+    assert error == (
+        f"error: config file {config} is not valid YAML: could not determine a constructor for the tag "
+        "'tag:yaml.org,2002:python/object:os.system' (line 2, column 15)"
+    )
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_shipped_configs_give_each_key_once():
@@ -157,6 +233,33 @@ def test_a_corpus_that_is_not_a_regular_file_is_refused_naming_what_it_is(capsys
     assert error == f"error: --train_file {folder} is a directory, not a corpus file"
 
 
+@pytest.mark.parametrize("content,said", [("", "is empty"), ("\n  \n\t\r\n", "has no non-blank line")])
+def test_an_empty_corpus_is_refused_before_anything_is_loaded_or_read(content, said, capsys, tiny_bert, tmp_path):
+    """An empty file, or blank lines alone: the refusal is the only output, before the model's weights
+    load and datasets reads the file (``Loading weights``, ``Generating train split``, ``Dropping blank
+    lines`` came first); the default corpus too, when datasets is called directly."""
+    import cse.data
+    from cse.errors import run_cli
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(content)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        run_cli(run_simcse.main, train_argv(tiny_bert, out, "--train_file", str(corpus)))
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: training corpus {said}: {corpus}",
+        "  hint: pass a corpus of one sentence a line (e.g. wiki1m_for_simcse.txt, scripts/download_data.sh)",
+    ]
+    assert not out.exists()
+    (tmp_path / "wiki1m_for_simcse.txt").write_text(content)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CSE_DATA_DIR", str(tmp_path))
+        patch.setattr(cse.data.datasets, "load_dataset", None)  # never reached
+        with pytest.raises(cse.data.EmptyCorpusError, match=f"training corpus {said}"):
+            load_corpus()
+
+
 def test_the_default_corpus_that_is_a_fifo_is_refused(tmp_path, monkeypatch):
     os.mkfifo(tmp_path / "wiki1m_for_simcse.txt")
     monkeypatch.setenv("CSE_DATA_DIR", str(tmp_path))
@@ -201,6 +304,24 @@ def test_a_file_system_without_room_for_the_run_s_checkpoints_and_export_is_refu
         out = disk / "run"
         need, free = asked_space(capsys, train_argv(tiny_bert, out, *SAVING), out)
         assert need == 29.0 and free == pytest.approx(need - 10.0, abs=0.1)
+        assert os.listdir(disk) == []
+
+
+def test_a_run_saving_no_checkpoint_without_room_for_its_export_is_refused_naming_the_export_alone(
+    capsys, tiny_bert, tmp_path
+):
+    """``--save_strategy no``: the line and the hint speak of the export, not of 0 checkpoints to keep fewer of."""
+    no_saves = overridden(SAVING, ["--save_strategy", "no"])
+    del no_saves[no_saves.index("--save_steps") : no_saves.index("--save_steps") + 2]
+    with tmpfs(tmp_path / "disk", "size=2m") as disk:
+        out = disk / "run"
+        error, hint = refused(capsys, train_argv(tiny_bert, out, *no_saves))
+        assert error.startswith(
+            f"error: {out} needs at least 4.5 MiB for this run (the export, 4.5 MiB; no checkpoint)"
+        )
+        assert hint.startswith("  hint: free at least ") and hint.endswith(
+            "MiB on that file system, or choose an --output_dir with more space"
+        )
         assert os.listdir(disk) == []
 
 

@@ -851,3 +851,47 @@ def test_a_slurm_driver_stopped_leaves_the_jobs_and_the_same_command_follows_the
         assert json.load(f)["job_id"] == job  # followed, not submitted again
     assert [e for e, d, _, _ in events(log) if d == run and "eval" not in e] == ["start", "end"]
     assert squeue_empty(env)
+
+
+def test_no_run_of_the_tables_is_given_a_flag_twice():
+    """Every run of every table, as the driver launches it (its flags, ``--output_dir`` and the batch):
+    no field is given twice, which the run scripts refuse."""
+    from sweep.flags import given_options
+    from sweep.record import record
+    from sweep.steps import launch_command
+
+    runs = 0
+    for script in table_scripts():
+        for run in record(script, (), plan_only=True).runs:
+            options = given_options(launch_command(run.script, run.args, run.batch, 1, run.output_dir)[4:])
+            fields = [option.removeprefix("--").replace("-", "_") for option in options]
+            assert len(fields) == len(set(fields)), (script, run.output_dir, options)
+            runs += 1
+    assert runs > 200
+
+
+def test_a_flag_a_table_or_the_sweep_sets_or_given_twice_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
+    """MixCSE's tables give each run its seed, the driver its --output_dir and batch: the same flag from
+    the command line would reach the run twice, which refuses it; so would a flag given twice."""
+    from cse.errors import CSEUsageError
+    from sweep.cli import main
+
+    monkeypatch.setenv("RESULT_ROOT", str(tmp_path / "result"))
+    monkeypatch.chdir(REPO)
+    mixcse = os.path.join(REPO, "scripts", "mixcse", "table1_sts.sh")
+    simcse = os.path.join(REPO, "scripts", "simcse", "table5_unsup_bert_base.sh")
+    for script, args, error in [
+        (mixcse, ["--seed=3"], "--seed is set by scripts/mixcse/table1_sts.sh for its run "),
+        (simcse, ["--output-dir", "x"], "--output-dir is set for each run by the sweep: the run "),
+        (simcse, ["--per_device_train_batch_size", "8"], "--per_device_train_batch_size is set for each run by"),
+        (simcse, ["--seed", "1", "--seed=2"], "the sweep is given --seed twice: each run would refuse it"),
+        (simcse, ["--temp", "1", "--temp", "2"], "the sweep is given --temp twice"),
+        (simcse, ["--learning_rate", "1", "--learning-rate", "2"], "the sweep is given --learning_rate and --lea"),
+    ]:  # fmt: skip
+        with pytest.raises(CSEUsageError) as refused:
+            main([script, "--plan", *args])
+        assert str(refused.value).startswith(error), str(refused.value)
+    assert capsys.readouterr().out == "" and not os.path.exists(tmp_path / "result")
+    # the table's own flags and one given once pass
+    assert main([simcse, "--plan", "--seed", "3"]) == 0
+    assert "flags: --seed 3" in capsys.readouterr().out
