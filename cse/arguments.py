@@ -3,8 +3,7 @@
 
 Every script also takes one ``.json`` or ``.yaml`` file as its first argument; flags after it
 override the file (``python run_simcse.py configs/simcse_bert_base.yaml --seed 2``). Flags are
-never abbreviated (``--learning_rat`` is an error, not ``--learning_rate``), nor given twice
-(``--seed 1 --seed 2`` is an error, as a config file giving a key twice is).
+never abbreviated (``--learning_rat`` is an error, not ``--learning_rate``).
 """
 
 from __future__ import annotations
@@ -726,28 +725,6 @@ def given_flags(argv: list[str]) -> set[str]:
     return {arg[2:].split("=", 1)[0] for arg in argv if arg.startswith("--")}
 
 
-def check_given_once(parser: ArgumentParser, argv: list[str]) -> None:
-    """Refuse a field that the command line sets twice (``--seed 1 --seed 2``; ``--learning_rate`` and
-    ``--learning-rate``; ``--do_x`` and ``--no_do_x``): argparse keeps the last without a word, where a
-    config file giving a key twice is refused. A flag after the config file overriding the file's value is
-    the rule, not a duplicate."""
-    # every spelling argparse takes (HfArgumentParser adds the dashed one and --no_<switch>) to its field
-    field_of = {option: action.dest for action in parser._actions for option in action.option_strings}
-    seen: dict[str, str] = {}
-    for arg in argv:
-        option = arg.split("=", 1)[0]
-        dest = field_of.get(option) if arg.startswith("--") else None
-        if dest is None or dest == "help":
-            continue
-        if dest in seen:
-            both = f"{option} twice" if seen[dest] == option else f"{seen[dest]} and {option}"
-            raise CSEUsageError(
-                f"the command line gives {both} (both set {dest}): which value is meant is unclear",
-                hint=f"give --{dest} once (a flag after the config file overrides the file's value)",
-            )
-        seen[dest] = option
-
-
 def check_save_steps(training_args, given: set[str]) -> None:
     """``--save_steps`` only acts with ``--save_strategy steps``; any other strategy would drop it
     without a word, and a run killed later would lose everything since its last best checkpoint."""
@@ -765,12 +742,11 @@ def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | No
     path supplies values, typed as the file types them (``null``, mappings and lists included), that
     later flags override (or ``config``, such values the caller read already from ``config_path``).
     Refused (``CSEUsageError``, one line and a hint) before any dataclass is built: unknown names, in
-    the file or on the command line, abbreviated flags, a flag given twice (:func:`check_given_once`),
-    an empty value, a value of the wrong kind, NaN or infinite numbers, a training argument outside
-    its range (:func:`training_ranges`; the other dataclasses check theirs when built), 0 epochs
-    without ``--max_steps``; after: ``save_steps`` without ``save_strategy: steps``, a global batch
-    under 2 and, for a training run, an ``--output_dir`` holding something other than a run
-    (:func:`cse.run_dir.check_run_directory`)."""
+    the file or on the command line, abbreviated flags, an empty value, a value of the wrong kind, NaN
+    or infinite numbers, a training argument outside its range (:func:`training_ranges`; the other
+    dataclasses check theirs when built), 0 epochs without ``--max_steps``; after: ``save_steps``
+    without ``save_strategy: steps``, a global batch under 2 and, for a training run, an
+    ``--output_dir`` holding something other than a run (:func:`cse.run_dir.check_run_directory`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = ArgumentParser(dataclass_types, allow_abbrev=False)
     given = given_flags(argv)
@@ -791,7 +767,6 @@ def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | No
         # File values become the parser's defaults, so that flags given after the file win.
         parser.set_defaults(**config)
         given |= set(config)
-    check_given_once(parser, argv)
     # Before the dataclasses are built: their own checks would misreport a NaN (every comparison is
     # false) or a value out of range (the Trainer replaces --eval_steps 0 with --logging_steps).
     values = vars(parser.parse_known_args(args=argv)[0])

@@ -172,18 +172,14 @@ def route(chosen, config: dict, argv: list[str], base: set[str], config_path: st
     spellings: dict[tuple, str] = {}
 
     def once(record, name: str, spelled: str, where: str) -> None:
-        """Refuse one setting of a part given twice, under both its spellings (``--mix_lambda`` and
-        ``--mixcse_mix_lambda``) or one twice: neither would say which it meant."""
-        key = (where, record.name, name.removeprefix("no_"))
-        setting = f"{record.name}'s {name.removeprefix('no_')}"
-        if key in spellings and spellings[key] == spelled:  # a config file's key twice is its loader's to refuse
+        """Refuse one setting of a part given under both its spellings (``--mix_lambda`` and
+        ``--mixcse_mix_lambda``): neither would say which it meant."""
+        before = spellings.setdefault((where, record.name, name.removeprefix("no_")), spelled)
+        if before != spelled:
             raise CSEUsageError(
-                f"the command line gives {spelled} twice (both set {setting}): which value is meant is unclear",
+                f"{where}{before} and {spelled} both set {record.name}'s {name.removeprefix('no_')}",
                 hint="give it once",
             )
-        if key in spellings:
-            raise CSEUsageError(f"{where}{spellings[key]} and {spelled} both set {setting}", hint="give it once")
-        spellings[key] = spelled
 
     for key, value in config.items():
         record, name = flag_owner(key, chosen, base, config_path)

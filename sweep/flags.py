@@ -79,55 +79,12 @@ def receives(run: Run, run_flags: list[str]) -> bool:
     return any(list(run.args[i : i + n]) == run_flags for i in range(len(run.args) - n + 1))
 
 
-# the flags the driver gives each run itself (sweep.steps.launch_command)
-DRIVER_SET = ("--output_dir", "--per_device_train_batch_size")
-
-
-def _field(option: str) -> str:
-    """The field an option sets, whichever of HfArgumentParser's spellings it takes."""
-    return option.removeprefix("--").replace("-", "_")
-
-
-def check_not_set_by_the_table(tables: list[Table], run_flags: list[str], given: list[str]) -> None:
-    """Refuse an option of ``run_flags`` that a run receiving them is given already, by its table
-    (MixCSE's and SG-BERT's seeds) or by the driver (``--output_dir``, the batch): the run would get
-    it twice, which its parser refuses, and neither value would be the table's run."""
-    for table in tables:
-        for run in table.runs:
-            if not receives(run, run_flags):
-                continue
-            n = len(run_flags)
-            at = max(i for i in range(len(run.args) - n + 1) if list(run.args[i : i + n]) == run_flags)
-            own = given_options([*run.args[:at], *run.args[at + n :]])
-            for name in given:
-                if _field(name) in {_field(option) for option in DRIVER_SET}:
-                    raise CSEUsageError(
-                        f"{name} is set for each run by the sweep: the run {run.output_dir} would be given it twice",
-                        hint="leave it out: OUTPUT_DIR or RESULT_ROOT choose where the runs go, the table's global "
-                        "batch over NUM_GPUS the batch of each process",
-                    )
-                if _field(name) in {_field(option) for option in own}:
-                    raise CSEUsageError(
-                        f"{name} is set by {table.script} for its run {run.output_dir}: the run would get it twice",
-                        hint=f"leave it out: {table.script} sets it for its runs",
-                    )
-
-
 def check_run_flags(tables: list[Table], run_flags: list[str], driver_options: set[str]) -> None:
     """Refuse an option of ``run_flags`` (the arguments that are not the driver's) that a run script
-    the tables pass them to does not accept, or that the run is given already
-    (:func:`check_not_set_by_the_table`): each such run would be launched with it, and refuse it."""
+    the tables pass them to does not accept: each such run would be launched with it, and refuse it."""
     given = [name for name in dict.fromkeys(given_options(run_flags)) if name not in driver_options]
     if not given:
         return
-    seen: dict[str, str] = {}
-    for name in (name for name in given_options(run_flags) if name not in driver_options):
-        if _field(name) in seen:
-            before = seen[_field(name)]
-            both = f"{name} twice" if before == name else f"{before} and {name} (both set {_field(name)})"
-            raise CSEUsageError(f"the sweep is given {both}: each run would refuse it", hint="give it once")
-        seen[_field(name)] = name
-    check_not_set_by_the_table(tables, run_flags, given)
     scripts = sorted({run.script for table in tables for run in table.runs if receives(run, run_flags)})
     if not scripts:
         raise CSEUsageError(

@@ -128,30 +128,6 @@ TWICE = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("flags,said,once", TWICE, ids=["same", "dashed", "switch"])
-def test_a_flag_given_twice_on_the_command_line_is_refused(flags, said, once, capsys, tmp_path):
-    """argparse keeps the last value without a word; a config file giving a key twice is refused."""
-    config = tmp_path / "c.yaml"
-    config.write_text("seed: 7\nlearning_rate: 2.0e-5\n")
-    out = tmp_path / "out"
-    for argv in ([*flags, "--output_dir", str(out)], [str(config), "--output_dir", str(out), *flags]):
-        assert refused(capsys, argv) == [
-            f"error: the command line gives {said}: which value is meant is unclear",
-            f"  hint: give {once} once (a flag after the config file overrides the file's value)",
-        ]
-    assert not out.exists()
-    # a flag overriding the config file's value is the rule
-    training = parse_args(TYPES, [str(config), "--output_dir", str(out), "--seed", "3", "--learning-rate", "1e-5"])[2]
-    assert (training.seed, training.learning_rate) == (3, 1e-5)
-
-
-MERGES = [
-    "base: &base {seed: 1, learning_rate: 1.0e-5}\nrun:\n  <<: *base\n  seed: 2\n",
-    "base: &base {seed: 1}\n<<: *base\nseed: 3\n",
-    "a: &a {seed: 1, warmup_steps: 2}\nb: &b\n  <<: *a\n  seed: 2\nc:\n  <<: [*b, *a]\n  warmup_steps: 4\n",
-]
-
-
 @pytest.mark.parametrize("content", MERGES)
 def test_a_config_file_with_merge_keys_reads_as_yaml_safe_load_reads_it(content, tmp_path):
     """A key beside a merge key (``<<: *base``) overrides the merged one (YAML's merge rule), no duplicate."""
