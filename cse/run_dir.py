@@ -68,6 +68,8 @@ _LEGACY_CHECKPOINT_FILES = re.compile(
     r"special_tokens_map\.json|vocab\.(txt|json)|merges\.txt|added_tokens\.json|chat_template\.jinja|latest|"
     r"zero_to_fp32\.py|global_step\d+|pytorch_model_fsdp.*|optimizer_\d+)(\.tmp)?$"
 )
+# SoftFileLock's record: the holder's PID, host and start token, one a line; also any beginning of it.
+_LOCK_RECORD = re.compile(r"\A(\d+(\n[^\n]*(\n(\d+\n?)?)?)?)?\Z")
 # How many of a directory's foreign entries a refusal names.
 FOREIGN_SHOWN = 5
 
@@ -118,7 +120,10 @@ def run_format(directory: str) -> int | None:
     if WRITTEN_BY_KEY in settings:
         mark = _our_mark(settings)
         fmt = None if mark is None else mark.get("format")
-        return RUN_FORMAT if type(fmt) is int and fmt == RUN_FORMAT else None
+        # The mark alone is no run: a run writes it with its settings, which format 1 records in the
+        # groups and keys of the versions before (a mark without them is an incomplete record).
+        record = {key: value for key, value in settings.items() if key != WRITTEN_BY_KEY}
+        return RUN_FORMAT if type(fmt) is int and fmt == RUN_FORMAT and legacy_run_args(record) else None
     return LEGACY_FORMAT if legacy_run_args(settings) else None
 
 
@@ -128,9 +133,25 @@ def unread_format(directory: str) -> tuple[bool, object]:
     ``(False, None)`` otherwise."""
     settings = _settings(directory)
     mark = None if settings is None else _our_mark(settings)
-    if mark is None or run_format(directory) == RUN_FORMAT:
+    # format 1 without its settings is no run at all (run_format), not one of another format
+    if mark is None or (type(mark.get("format")) is int and mark.get("format") == RUN_FORMAT):
         return False, None
     return True, mark.get("format")
+
+
+def lock_is_ours(path: str) -> bool:
+    """Whether ``path`` (a directory's :data:`LOCK_NAME`) is a lock marker a run writes: a regular file
+    holding ``filelock.SoftFileLock``'s record ("<pid>\\n<host>\\n[<start>\\n]"), or a beginning of
+    one (empty, cut short: its writer is at work). Any other content is a user's file of that name,
+    which a run would take over and delete on release."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            content = f.read(4096)
+    except (OSError, ValueError):
+        return False
+    return _LOCK_RECORD.match(content) is not None
 
 
 def checkpoint_marked(path: str) -> bool:
@@ -185,10 +206,11 @@ def foreign_entries(path: str, own: tuple[str, ...] = ()) -> list[str]:
         return []
     mine = {os.path.realpath(name) for name in own}
     names = sorted(name for name in os.listdir(path) if os.path.realpath(os.path.join(path, name)) not in mine)
+    lock = [name for name in names if name == LOCK_NAME and not lock_is_ours(os.path.join(path, name))]
     fmt = run_format(path)
     if fmt is not None:
         legacy = fmt == LEGACY_FORMAT
-        return [
+        return lock + [
             name
             for name in names
             if (name.startswith(_TRAINER_GLOB) and not is_run_checkpoint(os.path.join(path, name), legacy))
@@ -197,7 +219,10 @@ def foreign_entries(path: str, own: tuple[str, ...] = ()) -> list[str]:
                 and (os.path.islink(os.path.join(path, name)) or not os.path.isdir(os.path.join(path, name)))
             )
         ]
-    return [name for name in names if name not in _BEFORE_SETTINGS and not is_run_checkpoint(os.path.join(path, name))]
+    return sorted(
+        lock
+        + [name for name in names if name not in _BEFORE_SETTINGS and not is_run_checkpoint(os.path.join(path, name))]
+    )
 
 
 def check_run_directory(path: str, own: tuple[str, ...] = ()) -> None:

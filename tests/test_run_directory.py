@@ -28,6 +28,7 @@ from cse.run_dir import (
     WRITTEN_BY_KEY,
     begin_checkpoint,
     check_run_directory,
+    foreign_entries,
     is_run_checkpoint,
     run_format,
 )
@@ -416,3 +417,44 @@ def test_a_run_killed_under_the_previous_version_resumes_to_the_same_weights(tin
     assert run_format(str(out)) == RUN_FORMAT
     assert all(is_run_checkpoint(str(out / name)) for name in os.listdir(out) if name.startswith("checkpoint-"))
     assert json.loads((out / RUN_ARGS_NAME).read_text())[WRITTEN_BY_KEY] == WRITTEN_BY
+
+
+def test_a_mark_without_settings_is_no_run_and_nothing_is_touched(capsys, tiny_bert, tmp_path):
+    """``run_args.json`` holding this package's mark and nothing else is an incomplete record: no run
+    (its settings cannot be compared), refused naming it, untouched."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / RUN_ARGS_NAME).write_text(json.dumps({WRITTEN_BY_KEY: WRITTEN_BY}))
+    assert run_format(str(out)) is None
+    error, _ = refused_untouched(capsys, tiny_bert, out)
+    assert error == f"error: --output_dir {out} is not empty and holds no run of this package: {RUN_ARGS_NAME}"
+
+
+def test_an_interrupted_run_without_a_checkpoint_is_refused_with_other_settings(capsys, tiny_bert, tmp_path):
+    """A run stopped before its first checkpoint (its run_args.json alone) is still a run of its
+    settings: another command into it is refused, untouched, as one with checkpoints is."""
+    out = tmp_path / "run"
+    our_run(out, tiny_bert)
+    before = tree(out)
+    argv = [*common_args(tiny_bert, out), "--senteval_data_dir", SENTEVAL, "--learning_rate", "1e-2"]
+    error, hint = refusal(capsys, run_simcse.main, argv)
+    assert error.startswith(f"error: {out} holds an interrupted run with other settings (training.learning_rate: ")
+    assert "delete it to start over" in hint
+    assert tree(out) == before
+
+
+@pytest.mark.parametrize("content", ["my important text\n", "12\nhost\n3\nand my notes\n"])
+def test_a_user_s_file_named_as_the_lock_is_refused_naming_it(content, capsys, tiny_bert, tmp_path):
+    """A ``.cse_run.lock`` that does not hold a lock's record (PID, host, start) is the user's file:
+    refused naming it, in a new directory and in a run's, not read as another run's PID; a run's own
+    lock (a record, or one being written) is no foreign entry."""
+    for out in (tmp_path / "new", tmp_path / "run"):
+        out.mkdir()
+        if out.name == "run":
+            our_run(out, tiny_bert)
+        (out / LOCK_NAME).write_text(content)
+        error, _ = refused_untouched(capsys, tiny_bert, out)
+        assert error.endswith(f": {LOCK_NAME}") and "in use by another run" not in error, error
+        for record in ("", "4242\nnode7\n", "4242\nnode7\n99\n", "4242\nno"):
+            (out / LOCK_NAME).write_text(record)
+            assert LOCK_NAME not in foreign_entries(str(out))
