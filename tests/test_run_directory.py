@@ -34,7 +34,7 @@ from cse.run_dir import (
 )
 from cse.stsb_corpus import write_stsb_corpus
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, common_args, fake_checkpoint, refusal, tiny_run
+from .conftest import DATA, REPO, SENTEVAL, TOKENIZERS, WIKI_HEAD, common_args, fake_checkpoint, refusal, tiny_run
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "run_78ca14f.json")
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
@@ -458,3 +458,29 @@ def test_a_user_s_file_named_as_the_lock_is_refused_naming_it(content, capsys, t
         for record in ("", "4242\nnode7\n", "4242\nnode7\n99\n", "4242\nno"):
             (out / LOCK_NAME).write_text(record)
             assert LOCK_NAME not in foreign_entries(str(out))
+
+
+SG_BERT_REFUSALS = {
+    "a model that does not exist": ("--model_name_or_path", "/nonexistent/model"),
+    "a vocabulary smaller than the tokenizer": ("--tokenizer_name", os.path.join(TOKENIZERS, "roberta-base")),
+    "a batch larger than the corpus": ("--max_train_samples", "4"),
+}
+
+
+@pytest.mark.parametrize("flags", list(SG_BERT_REFUSALS.values()), ids=list(SG_BERT_REFUSALS))
+def test_a_refused_sg_bert_run_leaves_no_corpus_and_no_directory(flags, capsys, tiny_bert, tmp_path):
+    """SG-BERT writes its STS-B corpus into the output directory before the checks that read it: a
+    refusal removes it again, and the directories the run created; a corpus a stopped run left is kept."""
+    import run_sgbert
+
+    out = tmp_path / "new" / "out"
+    argv = [*common_args(tiny_bert, out), "--senteval_data_dir", SENTEVAL, *tiny_run("sgbert")[2], *flags]
+    del argv[argv.index("--train_file") : argv.index("--train_file") + 2]  # SG-BERT's own corpus
+    refusal(capsys, run_sgbert.main, argv)
+    assert os.listdir(tmp_path) == []
+    kept = tmp_path / "stopped"
+    write_stsb_corpus(str(kept / STSB_CORPUS_NAME), SENTEVAL)
+    before = tree(kept)
+    argv[argv.index("--output_dir") + 1] = str(kept)
+    refusal(capsys, run_sgbert.main, argv)
+    assert tree(kept) == before
