@@ -39,6 +39,7 @@ from .resume import (
     run_settings,
     training_ended,
 )
+from .run_dir import EXPORT_NAMES
 from .trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
@@ -295,5 +296,7 @@ def finish_run(trainer, record, model_args, data_args, settings, final_suite, tr
             )
     save_model_card(trainer, record, model_args, data_args, settings, len(trainer.train_dataset), reports, staging)
     if args.should_save:
-        publish(staging, args.output_dir, last=(CSE_CONFIG_NAME,))
+        publish(
+            staging, args.output_dir, last=(CSE_CONFIG_NAME,), names_file=os.path.join(args.output_dir, EXPORT_NAMES)
+        )
         logger.info("the trained encoder, its results and model card are in %s", args.output_dir)

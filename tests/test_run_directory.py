@@ -280,8 +280,8 @@ def test_a_checkpoint_entry_no_run_began_is_refused_untouched(kind, where, capsy
         assert error == f"error: --output_dir {out} is not empty and holds no run of this package: {name}"
     else:
         assert error == (
-            f"error: --output_dir {out} holds a run of this package and entries it did not write, which its "
-            f"Trainer would write into or delete: {name}"
+            f"error: --output_dir {out} holds a run of this package and entries it did not write, which the run "
+            f"would write into, replace or delete: {name}"
         )
         assert hint == "  hint: move those entries out of the run's directory, then rerun the same command"
 
@@ -296,7 +296,7 @@ def test_a_user_s_incomplete_checkpoints_is_no_run_s_and_a_run_s_must_be_a_folde
     our_run(run, tiny_bert)
     (run / INCOMPLETE_NAME).write_text("mine\n")
     error, _ = refused_untouched(capsys, tiny_bert, run)
-    assert error.endswith(f"which its Trainer would write into or delete: {INCOMPLETE_NAME}")
+    assert error.endswith(f"which the run would write into, replace or delete: {INCOMPLETE_NAME}")
 
 
 def test_a_checkpoint_is_marked_before_its_first_file_and_known_torn(tmp_path):
@@ -484,3 +484,44 @@ def test_a_refused_sg_bert_run_leaves_no_corpus_and_no_directory(flags, capsys, 
     argv[argv.index("--output_dir") + 1] = str(kept)
     refusal(capsys, run_sgbert.main, argv)
     assert tree(kept) == before
+
+
+@pytest.mark.e2e
+def test_a_user_s_files_in_an_interrupted_run_are_refused_but_not_the_files_its_export_moved(
+    capsys, tiny_bert, tmp_path, monkeypatch
+):
+    """A run really killed (SIGKILL) during training, the user's README.md, config.json and notes.txt
+    then put in its directory: the same command refuses, naming them, untouched (the run's model card
+    and configuration would replace them). A run killed in its export's publish, after README.md and
+    config.json were moved into place: those are the run's (the publish's list, with the names left in
+    _export.tmp, tells); only the user's notes.txt is refused; without it the same command completes."""
+    out = tmp_path / "killed"
+    argv = common_args(tiny_bert, out, max_steps=4, save_steps=1)
+    assert worker(argv, "2:step").returncode == -signal.SIGKILL
+    (out / "README.md").write_text("my notes\n")
+    (out / "config.json").write_text('{"mine": 1}\n')
+    (out / "notes.txt").write_text("mine\n")
+    before = tree(out)
+    error, hint = refusal(capsys, run_simcse.main, argv)
+    assert error == (
+        f"error: --output_dir {out} holds a run of this package and entries it did not write, which the run "
+        "would write into, replace or delete: README.md, config.json, notes.txt"
+    )
+    assert tree(out) == before
+
+    out = tmp_path / "publish"
+    argv = common_args(tiny_bert, out, max_steps=4, save_steps=1)
+    assert worker(argv, "tail:after:config.json").returncode == -signal.SIGKILL
+    assert {"README.md", "config.json", "model.safetensors"} <= set(os.listdir(out / "_export.tmp")) | set(
+        os.listdir(out)
+    )
+    assert (out / "config.json").exists() and not (out / "_export.tmp" / "config.json").exists()
+    (out / "notes.txt").write_text("mine\n")
+    before = tree(out)
+    error, _ = refusal(capsys, run_simcse.main, argv)
+    assert error.endswith("would write into, replace or delete: notes.txt")
+    assert tree(out) == before
+    os.remove(out / "notes.txt")
+    in_process(argv, monkeypatch)  # the same command completes the run
+    assert (out / "cse_config.json").exists() and not (out / "_export.tmp").exists()
+    assert not (out / "_export_names.json").exists()
