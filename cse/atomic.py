@@ -84,8 +84,9 @@ def publish(staging: str, directory: str, last: tuple[str, ...] = (), names_file
     others, in that order, and after ``staging`` is gone (a writer killed before then leaves them as
     ``*.tmp`` files), so that nothing is left to clean up once they are in place. ``names_file``: a
     file that lists the relative paths being published (a JSON list) from before the first move until
-    after the last, removed then: with the names still in ``staging``, it tells which files in
-    ``directory`` a writer killed meanwhile had moved there (:func:`cse.run_dir.foreign_entries`)."""
+    ``staging`` is gone (only the renames of ``last`` remain then): with the names still in
+    ``staging``, it tells which files in ``directory`` a writer killed meanwhile had moved there
+    (:func:`cse.run_dir.foreign_entries`)."""
     files = sorted(
         os.path.relpath(os.path.join(root, name), staging) for root, _, names in os.walk(staging) for name in names
     )
@@ -101,8 +102,8 @@ def publish(staging: str, directory: str, last: tuple[str, ...] = (), names_file
         _fsync(source)
         os.replace(source, target + TMP_SUFFIX if name in held else target)
     shutil.rmtree(staging)
+    if names_file is not None:  # every file is in place: the markers' renames alone remain
+        os.remove(names_file)
     for name in held:
         target = os.path.join(directory, name)
         os.replace(target + TMP_SUFFIX, target)
-    if names_file is not None:
-        os.remove(names_file)

@@ -226,7 +226,7 @@ def foreign_entries(path: str, own: tuple[str, ...] = ()) -> list[str]:
     fmt = run_format(path)
     if fmt is not None:
         legacy = fmt == LEGACY_FORMAT
-        if not legacy and not os.path.lexists(os.path.join(path, CSE_CONFIG_NAME)):
+        if not legacy and not _published(path):
             foreign += [name for name in names if not _written_by_run(path, name)]
         return sorted(
             foreign
@@ -243,6 +243,16 @@ def foreign_entries(path: str, own: tuple[str, ...] = ()) -> list[str]:
     return sorted(
         foreign
         + [name for name in names if name not in _BEFORE_SETTINGS and not is_run_checkpoint(os.path.join(path, name))]
+    )
+
+
+def _published(path: str) -> bool:
+    """Whether the run in ``path`` has published its export whole: its ``cse_config.json`` is in
+    place (a finished run, refused as such), or only waits under its temporary name, the list of a
+    publish under way (:data:`EXPORT_NAMES`) being gone (:func:`cse.atomic.publish`)."""
+    config = os.path.join(path, CSE_CONFIG_NAME)
+    return os.path.lexists(config) or (
+        os.path.lexists(config + TMP_SUFFIX) and not os.path.lexists(os.path.join(path, EXPORT_NAMES))
     )
 
 

@@ -7,6 +7,7 @@ previous version (tests/fixtures/run_78ca14f.json) resume to the weights of a ru
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -525,3 +526,22 @@ def test_a_user_s_files_in_an_interrupted_run_are_refused_but_not_the_files_its_
     in_process(argv, monkeypatch)  # the same command completes the run
     assert (out / "cse_config.json").exists() and not (out / "_export.tmp").exists()
     assert not (out / "_export_names.json").exists()
+
+
+def test_the_files_of_a_publish_are_told_by_its_list_and_the_staging_folder(tiny_bert, tmp_path):
+    """In an interrupted run's directory: a name on the publish's list no longer staged is the run's,
+    one still staged (not yet moved) is not; with the list gone and only cse_config.json.tmp left to
+    rename, the export is in place and nothing is foreign."""
+    out = tmp_path / "run"
+    our_run(out, tiny_bert)
+    (out / "_export.tmp").mkdir()
+    (out / "_export.tmp" / "model.safetensors").write_text("staged")
+    (out / "_export_names.json").write_text(json.dumps(["README.md", "config.json", "model.safetensors"]))
+    for name in ("README.md", "config.json", "model.safetensors", "notes.txt", "train_results.json"):
+        (out / name).write_text("x")
+    assert foreign_entries(str(out)) == ["model.safetensors", "notes.txt"]
+    os.remove(out / "_export_names.json")
+    assert foreign_entries(str(out)) == ["README.md", "config.json", "model.safetensors", "notes.txt"]
+    shutil.rmtree(out / "_export.tmp")
+    (out / "cse_config.json.tmp").write_text("{}")
+    assert foreign_entries(str(out)) == []
