@@ -77,15 +77,21 @@ def staging_dir(directory: str) -> str:
     return staging
 
 
-def publish(staging: str, directory: str, last: tuple[str, ...] = ()) -> None:
+def publish(staging: str, directory: str, last: tuple[str, ...] = (), names_file: str | None = None) -> None:
     """Move every file under ``staging`` to the same relative path in ``directory`` (each rename
     atomic, each file flushed to disk first) and remove ``staging``. The relative paths in ``last``
     mark the set as complete: the previous ones are removed first, and the new ones come after the
     others, in that order, and after ``staging`` is gone (a writer killed before then leaves them as
-    ``*.tmp`` files), so that nothing is left to clean up once they are in place."""
+    ``*.tmp`` files), so that nothing is left to clean up once they are in place. ``names_file``: a
+    file that lists the relative paths being published (a JSON list) from before the first move until
+    ``staging`` is gone (only the renames of ``last`` remain then): with the names still in
+    ``staging``, it tells which files in ``directory`` a writer killed meanwhile had moved there
+    (:func:`cse.run_dir.foreign_entries`)."""
     files = sorted(
         os.path.relpath(os.path.join(root, name), staging) for root, _, names in os.walk(staging) for name in names
     )
+    if names_file is not None:
+        write_json(names_file, files)
     held = [name for name in last if name in files]
     for name in held:  # the previous set's marker must not stand beside a mix of old and new files
         with contextlib.suppress(FileNotFoundError):
@@ -96,6 +102,8 @@ def publish(staging: str, directory: str, last: tuple[str, ...] = ()) -> None:
         _fsync(source)
         os.replace(source, target + TMP_SUFFIX if name in held else target)
     shutil.rmtree(staging)
+    if names_file is not None:  # every file is in place: the markers' renames alone remain
+        os.remove(names_file)
     for name in held:
         target = os.path.join(directory, name)
         os.replace(target + TMP_SUFFIX, target)

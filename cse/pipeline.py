@@ -28,7 +28,7 @@ from .modeling import CSE_CONFIG_NAME
 from .parts import Part
 from .paths import default_train_file
 from .registry import MethodRecord
-from .reliability import check_free_space, output_dir_lock
+from .reliability import check_free_space, output_dir_lock, refusal_leaves_nothing
 from .results import markdown_table, read_result_json
 from .resume import (
     TRAINER_STATE_NAME,
@@ -39,6 +39,7 @@ from .resume import (
     run_settings,
     training_ended,
 )
+from .run_dir import EXPORT_NAMES
 from .trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
@@ -97,10 +98,15 @@ def train(record: MethodRecord, parts: list[Part], model_args, data_args, traini
     check_precision(training_args)  # before a part writes into the output directory
     if training_args.cuda_graphs:
         graph_lengths(data_args.max_seq_length, training_args.cuda_graph_lengths)  # refused before any work
-    callbacks = [*callbacks, *(callback for part in parts for callback in part.prepare_run(data_args, training_args))]
-    set_seed(training_args.seed)
-    model, loss = build(parts, model_args)
-    return train_built(model_args, data_args, training_args, record, parts, model, loss, callbacks)
+    # What a part writes before the checks (SG-BERT's corpus) is removed again when one refuses the run.
+    with refusal_leaves_nothing(training_args):
+        callbacks = [
+            *callbacks,
+            *(callback for part in parts for callback in part.prepare_run(data_args, training_args)),
+        ]
+        set_seed(training_args.seed)
+        model, loss = build(parts, model_args)
+        return train_built(model_args, data_args, training_args, record, parts, model, loss, callbacks)
 
 
 def save_model_card(
@@ -290,5 +296,7 @@ def finish_run(trainer, record, model_args, data_args, settings, final_suite, tr
             )
     save_model_card(trainer, record, model_args, data_args, settings, len(trainer.train_dataset), reports, staging)
     if args.should_save:
-        publish(staging, args.output_dir, last=(CSE_CONFIG_NAME,))
+        publish(
+            staging, args.output_dir, last=(CSE_CONFIG_NAME,), names_file=os.path.join(args.output_dir, EXPORT_NAMES)
+        )
         logger.info("the trained encoder, its results and model card are in %s", args.output_dir)

@@ -45,7 +45,7 @@ from .resume import (
     trainer_state,
     training_ended,
 )
-from .run_dir import LOCK_NAME
+from .run_dir import LOCK_NAME, RUN_ARGS_NAME, STSB_CORPUS_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -451,6 +451,38 @@ def _remove_empty(directory: str, existing: str) -> None:
         while path != existing and not os.listdir(path):
             os.rmdir(path)
             path = os.path.dirname(path)
+
+
+def _file_identity(path: str):
+    """(inode, modification time) of the file ``path``, or None where there is none."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
+
+
+@contextlib.contextmanager
+def refusal_leaves_nothing(training_args):
+    """Undo what the run writes into ``output_dir`` before its checks have all passed (SG-BERT's
+    corpus, ``stsb_sentences.txt``, which the checks read), when the block ends in a refusal (or
+    any other error) before the run recorded itself (its ``run_args.json`` not written meanwhile):
+    the file is removed if this run created it, and so are the directories the run created, left
+    empty. A corpus that was there before (a stopped run's) is kept."""
+    output_dir = os.path.abspath(training_args.output_dir)
+    existing = nearest_existing(output_dir)
+    corpus = os.path.join(output_dir, STSB_CORPUS_NAME)
+    had_corpus = os.path.lexists(corpus)
+    record = _file_identity(os.path.join(output_dir, RUN_ARGS_NAME))
+    try:
+        yield
+    except BaseException:  # a refusal, or any other end before the run recorded itself: the corpus is derived
+        if training_args.local_process_index == 0 and _file_identity(os.path.join(output_dir, RUN_ARGS_NAME)) == record:
+            if not had_corpus:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(corpus)
+            _remove_empty(output_dir, existing)
+        raise
 
 
 @contextlib.contextmanager

@@ -334,12 +334,16 @@ def find_checkpoint(
         # other run's checkpoints incomplete rather than say what differs.
         saved_path = os.path.join(output_dir, RUN_ARGS_NAME)
         checkpoints = checkpoints_newest_first(output_dir)
-        if checkpoints and os.path.isfile(saved_path):
+        # An interrupted run is compared whether or not it left a checkpoint: one stopped before its
+        # first is still a run of those settings, which another command would replace.
+        if os.path.isfile(saved_path) and (checkpoints or run_format(output_dir) is not None):
             saved = read_settings(saved_path)
             changed = changed_settings(saved, current)
             if changed:
                 other = saved.get("run", {}).get("method")
-                if other in (None, method):
+                if not checkpoints:
+                    hint = "use another --output_dir, or delete it to start over with these settings"
+                elif other in (None, method):
                     complete = newest_complete_checkpoint(output_dir, training_args, method_files) or checkpoints[0]
                     hint = (
                         f"use another --output_dir, or pass --resume_from_checkpoint {complete} to continue it anyway"

@@ -14,7 +14,10 @@ user's; the Trainer writes into and deletes ``checkpoint-*`` folders).
   (:func:`legacy_checkpoint`).
 * Before its ``run_args.json`` a run writes only its lock, SG-BERT's sentence corpus and the
   temporary copy of ``run_args.json``; a launcher writes its logs (``_logs/``: the table scripts'
-  driver). A directory holding only those (and checkpoints of this package) is a new run's."""
+  driver). A directory holding only those (and checkpoints of this package) is a new run's.
+* An interrupted run's directory holds only what the run writes (:func:`_written_by_run`): among
+  them the files its export moved into place, which the list :data:`EXPORT_NAMES` and the names left
+  in the staging folder tell (:func:`_exported`); a user's file put there is refused."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import tempfile
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .atomic import TMP_SUFFIX, write_json
+from .atomic import STAGING_NAME, TMP_SUFFIX, write_json
 from .errors import CSEUsageError
 
 LOCK_NAME = ".cse_run.lock"
@@ -37,6 +40,10 @@ STSB_CORPUS_NAME = "stsb_sentences.txt"
 INCOMPLETE_NAME = "_incomplete_checkpoints"
 # The run's logs, written by whatever launched it (python -m sweep) before the run starts.
 LAUNCHER_LOGS_NAME = "_logs"
+
+# The list of the files the run's export is moving from its staging folder into the directory
+# (cse.atomic.publish), there while they are moved.
+EXPORT_NAMES = "_export_names.json"
 
 PACKAGE = "cse"
 # The run directory's format: 1 since run_args.json says who wrote it; 0 stands for the runs before.
@@ -67,6 +74,15 @@ _LEGACY_CHECKPOINT_FILES = re.compile(
     r"scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|trainer_state\.json|config\.json|tokenizer(_config)?\.json|"
     r"special_tokens_map\.json|vocab\.(txt|json)|merges\.txt|added_tokens\.json|chat_template\.jinja|latest|"
     r"zero_to_fp32\.py|global_step\d+|pytorch_model_fsdp.*|optimizer_\d+)(\.tmp)?$"
+)
+# SoftFileLock's record: the holder's PID, host and start token, one a line; also any beginning of it.
+_LOCK_RECORD = re.compile(r"\A(\d+(\n[^\n]*(\n(\d+\n?)?)?)?)?\Z")
+# What an interrupted run of this package writes into its directory besides checkpoints and its
+# export (cse.pipeline.finish_run; a killed write's temporary copy beside each; begin_checkpoint's
+# staging folders; TensorBoard's default logs).
+_RUN_WRITES = re.compile(
+    r"^((trainer_state|all_results|train_results|sts_\w+_results)\.json(\.tmp)?|cse_config\.json\.tmp|"
+    rf"{re.escape(STSB_CORPUS_NAME)}\.tmp\d+|\.{PREFIX_CHECKPOINT_DIR}-\d+\..+\.tmp|runs)$"
 )
 # How many of a directory's foreign entries a refusal names.
 FOREIGN_SHOWN = 5
@@ -118,7 +134,10 @@ def run_format(directory: str) -> int | None:
     if WRITTEN_BY_KEY in settings:
         mark = _our_mark(settings)
         fmt = None if mark is None else mark.get("format")
-        return RUN_FORMAT if type(fmt) is int and fmt == RUN_FORMAT else None
+        # The mark alone is no run: a run writes it with its settings, which format 1 records in the
+        # groups and keys of the versions before (a mark without them is an incomplete record).
+        record = {key: value for key, value in settings.items() if key != WRITTEN_BY_KEY}
+        return RUN_FORMAT if type(fmt) is int and fmt == RUN_FORMAT and legacy_run_args(record) else None
     return LEGACY_FORMAT if legacy_run_args(settings) else None
 
 
@@ -128,9 +147,25 @@ def unread_format(directory: str) -> tuple[bool, object]:
     ``(False, None)`` otherwise."""
     settings = _settings(directory)
     mark = None if settings is None else _our_mark(settings)
-    if mark is None or run_format(directory) == RUN_FORMAT:
+    # format 1 without its settings is no run at all (run_format), not one of another format
+    if mark is None or (type(mark.get("format")) is int and mark.get("format") == RUN_FORMAT):
         return False, None
     return True, mark.get("format")
+
+
+def lock_is_ours(path: str) -> bool:
+    """Whether ``path`` (a directory's :data:`LOCK_NAME`) is a lock marker a run writes: a regular file
+    holding ``filelock.SoftFileLock``'s record ("<pid>\\n<host>\\n[<start>\\n]"), or a beginning of
+    one (empty, cut short: its writer is at work). Any other content is a user's file of that name,
+    which a run would take over and delete on release."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            content = f.read(4096)
+    except (OSError, ValueError):
+        return False
+    return _LOCK_RECORD.match(content) is not None
 
 
 def checkpoint_marked(path: str) -> bool:
@@ -178,26 +213,74 @@ def foreign_entries(path: str, own: tuple[str, ...] = ()) -> list[str]:
     """The entries of the directory ``path`` that a run must not write into, move or have the Trainer
     rotate away (sorted; [] for a run's, an empty or a missing directory); ``own``: files the command
     itself reads (its config file), which may lie there. In a run of this package (:func:`run_format`):
-    a ``checkpoint-*`` entry that is not one of its checkpoints (:func:`is_run_checkpoint`), and an
-    ``_incomplete_checkpoints`` that is not a folder. Elsewhere: everything but what a run writes before
+    a ``checkpoint-*`` entry that is not one of its checkpoints (:func:`is_run_checkpoint`), an
+    ``_incomplete_checkpoints`` that is not a folder, and, in an interrupted run of format 1, any entry
+    the run does not write (:func:`_written_by_run`). Anywhere: a lock that is not a run's
+    (:func:`lock_is_ours`). Elsewhere: everything but what a run writes before
     its ``run_args.json``, and checkpoints of this package."""
     if not os.path.isdir(path):
         return []
     mine = {os.path.realpath(name) for name in own}
     names = sorted(name for name in os.listdir(path) if os.path.realpath(os.path.join(path, name)) not in mine)
+    foreign = [name for name in names if name == LOCK_NAME and not lock_is_ours(os.path.join(path, name))]
     fmt = run_format(path)
     if fmt is not None:
         legacy = fmt == LEGACY_FORMAT
-        return [
-            name
-            for name in names
-            if (name.startswith(_TRAINER_GLOB) and not is_run_checkpoint(os.path.join(path, name), legacy))
-            or (
-                name == INCOMPLETE_NAME
-                and (os.path.islink(os.path.join(path, name)) or not os.path.isdir(os.path.join(path, name)))
-            )
-        ]
-    return [name for name in names if name not in _BEFORE_SETTINGS and not is_run_checkpoint(os.path.join(path, name))]
+        if not legacy and not _published(path):
+            foreign += [name for name in names if not _written_by_run(path, name)]
+        return sorted(
+            foreign
+            + [
+                name
+                for name in names
+                if (name.startswith(_TRAINER_GLOB) and not is_run_checkpoint(os.path.join(path, name), legacy))
+                or (
+                    name == INCOMPLETE_NAME
+                    and (os.path.islink(os.path.join(path, name)) or not os.path.isdir(os.path.join(path, name)))
+                )
+            ]
+        )
+    return sorted(
+        foreign
+        + [name for name in names if name not in _BEFORE_SETTINGS and not is_run_checkpoint(os.path.join(path, name))]
+    )
+
+
+def _published(path: str) -> bool:
+    """Whether the run in ``path`` has published its export whole: its ``cse_config.json`` is in
+    place (a finished run, refused as such), or only waits under its temporary name, the list of a
+    publish under way (:data:`EXPORT_NAMES`) being gone (:func:`cse.atomic.publish`)."""
+    config = os.path.join(path, CSE_CONFIG_NAME)
+    return os.path.lexists(config) or (
+        os.path.lexists(config + TMP_SUFFIX) and not os.path.lexists(os.path.join(path, EXPORT_NAMES))
+    )
+
+
+def _exported(path: str) -> set[str]:
+    """The entries of the run directory ``path`` its export moved there: in the list of a publish cut
+    short (:data:`EXPORT_NAMES`), the first part of each path no longer in the staging folder."""
+    names = _read_json(os.path.join(path, EXPORT_NAMES))
+    if not isinstance(names, list):
+        return set()
+    staging = os.path.join(path, STAGING_NAME)
+    return {
+        str(name).split("/")[0]
+        for name in names
+        if isinstance(name, str) and not os.path.lexists(os.path.join(staging, name))
+    }
+
+
+def _written_by_run(path: str, name: str) -> bool:
+    """Whether ``name`` in the interrupted run's directory ``path`` (format 1) is what the run writes:
+    what it writes before its settings, its settings, checkpoints (checked apart), the files of its
+    end and the export staged, the list of a publish and the files it moved (:func:`_exported`)."""
+    return (
+        name in _BEFORE_SETTINGS
+        or name in (RUN_ARGS_NAME, INCOMPLETE_NAME, STAGING_NAME, EXPORT_NAMES)
+        or name.startswith(_TRAINER_GLOB)
+        or _RUN_WRITES.match(name) is not None
+        or name in _exported(path)
+    )
 
 
 def check_run_directory(path: str, own: tuple[str, ...] = ()) -> None:
@@ -221,8 +304,8 @@ def check_run_directory(path: str, own: tuple[str, ...] = ()) -> None:
     shown = ", ".join(foreign[:most]) + (f" and {len(foreign) - most} more" if len(foreign) > most else "")
     if run_format(path) is not None:
         raise CSEUsageError(
-            f"--output_dir {where} holds a run of this package and entries it did not write, which its Trainer "
-            f"would write into or delete: {shown}",
+            f"--output_dir {where} holds a run of this package and entries it did not write, which the run "
+            f"would write into, replace or delete: {shown}",
             hint="move those entries out of the run's directory, then rerun the same command",
         )
     raise CSEUsageError(

@@ -7,6 +7,7 @@ previous version (tests/fixtures/run_78ca14f.json) resume to the weights of a ru
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,12 +29,13 @@ from cse.run_dir import (
     WRITTEN_BY_KEY,
     begin_checkpoint,
     check_run_directory,
+    foreign_entries,
     is_run_checkpoint,
     run_format,
 )
 from cse.stsb_corpus import write_stsb_corpus
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, common_args, fake_checkpoint, refusal, tiny_run
+from .conftest import DATA, REPO, SENTEVAL, TOKENIZERS, WIKI_HEAD, common_args, fake_checkpoint, refusal, tiny_run
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "run_78ca14f.json")
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
@@ -279,8 +281,8 @@ def test_a_checkpoint_entry_no_run_began_is_refused_untouched(kind, where, capsy
         assert error == f"error: --output_dir {out} is not empty and holds no run of this package: {name}"
     else:
         assert error == (
-            f"error: --output_dir {out} holds a run of this package and entries it did not write, which its "
-            f"Trainer would write into or delete: {name}"
+            f"error: --output_dir {out} holds a run of this package and entries it did not write, which the run "
+            f"would write into, replace or delete: {name}"
         )
         assert hint == "  hint: move those entries out of the run's directory, then rerun the same command"
 
@@ -295,7 +297,7 @@ def test_a_user_s_incomplete_checkpoints_is_no_run_s_and_a_run_s_must_be_a_folde
     our_run(run, tiny_bert)
     (run / INCOMPLETE_NAME).write_text("mine\n")
     error, _ = refused_untouched(capsys, tiny_bert, run)
-    assert error.endswith(f"which its Trainer would write into or delete: {INCOMPLETE_NAME}")
+    assert error.endswith(f"which the run would write into, replace or delete: {INCOMPLETE_NAME}")
 
 
 def test_a_checkpoint_is_marked_before_its_first_file_and_known_torn(tmp_path):
@@ -416,3 +418,130 @@ def test_a_run_killed_under_the_previous_version_resumes_to_the_same_weights(tin
     assert run_format(str(out)) == RUN_FORMAT
     assert all(is_run_checkpoint(str(out / name)) for name in os.listdir(out) if name.startswith("checkpoint-"))
     assert json.loads((out / RUN_ARGS_NAME).read_text())[WRITTEN_BY_KEY] == WRITTEN_BY
+
+
+def test_a_mark_without_settings_is_no_run_and_nothing_is_touched(capsys, tiny_bert, tmp_path):
+    """``run_args.json`` holding this package's mark and nothing else is an incomplete record: no run
+    (its settings cannot be compared), refused naming it, untouched."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / RUN_ARGS_NAME).write_text(json.dumps({WRITTEN_BY_KEY: WRITTEN_BY}))
+    assert run_format(str(out)) is None
+    error, _ = refused_untouched(capsys, tiny_bert, out)
+    assert error == f"error: --output_dir {out} is not empty and holds no run of this package: {RUN_ARGS_NAME}"
+
+
+def test_an_interrupted_run_without_a_checkpoint_is_refused_with_other_settings(capsys, tiny_bert, tmp_path):
+    """A run stopped before its first checkpoint (its run_args.json alone) is still a run of its
+    settings: another command into it is refused, untouched, as one with checkpoints is."""
+    out = tmp_path / "run"
+    our_run(out, tiny_bert)
+    before = tree(out)
+    argv = [*common_args(tiny_bert, out), "--senteval_data_dir", SENTEVAL, "--learning_rate", "1e-2"]
+    error, hint = refusal(capsys, run_simcse.main, argv)
+    assert error.startswith(f"error: {out} holds an interrupted run with other settings (training.learning_rate: ")
+    assert "delete it to start over" in hint
+    assert tree(out) == before
+
+
+@pytest.mark.parametrize("content", ["my important text\n", "12\nhost\n3\nand my notes\n"])
+def test_a_user_s_file_named_as_the_lock_is_refused_naming_it(content, capsys, tiny_bert, tmp_path):
+    """A ``.cse_run.lock`` that does not hold a lock's record (PID, host, start) is the user's file:
+    refused naming it, in a new directory and in a run's, not read as another run's PID; a run's own
+    lock (a record, or one being written) is no foreign entry."""
+    for out in (tmp_path / "new", tmp_path / "run"):
+        out.mkdir()
+        if out.name == "run":
+            our_run(out, tiny_bert)
+        (out / LOCK_NAME).write_text(content)
+        error, _ = refused_untouched(capsys, tiny_bert, out)
+        assert error.endswith(f": {LOCK_NAME}") and "in use by another run" not in error, error
+        for record in ("", "4242\nnode7\n", "4242\nnode7\n99\n", "4242\nno"):
+            (out / LOCK_NAME).write_text(record)
+            assert LOCK_NAME not in foreign_entries(str(out))
+
+
+SG_BERT_REFUSALS = {
+    "a model that does not exist": ("--model_name_or_path", "/nonexistent/model"),
+    "a vocabulary smaller than the tokenizer": ("--tokenizer_name", os.path.join(TOKENIZERS, "roberta-base")),
+    "a batch larger than the corpus": ("--max_train_samples", "4"),
+}
+
+
+@pytest.mark.parametrize("flags", list(SG_BERT_REFUSALS.values()), ids=list(SG_BERT_REFUSALS))
+def test_a_refused_sg_bert_run_leaves_no_corpus_and_no_directory(flags, capsys, tiny_bert, tmp_path):
+    """SG-BERT writes its STS-B corpus into the output directory before the checks that read it: a
+    refusal removes it again, and the directories the run created; a corpus a stopped run left is kept."""
+    import run_sgbert
+
+    out = tmp_path / "new" / "out"
+    argv = [*common_args(tiny_bert, out), "--senteval_data_dir", SENTEVAL, *tiny_run("sgbert")[2], *flags]
+    del argv[argv.index("--train_file") : argv.index("--train_file") + 2]  # SG-BERT's own corpus
+    refusal(capsys, run_sgbert.main, argv)
+    assert os.listdir(tmp_path) == []
+    kept = tmp_path / "stopped"
+    write_stsb_corpus(str(kept / STSB_CORPUS_NAME), SENTEVAL)
+    before = tree(kept)
+    argv[argv.index("--output_dir") + 1] = str(kept)
+    refusal(capsys, run_sgbert.main, argv)
+    assert tree(kept) == before
+
+
+@pytest.mark.e2e
+def test_a_user_s_files_in_an_interrupted_run_are_refused_but_not_the_files_its_export_moved(
+    capsys, tiny_bert, tmp_path, monkeypatch
+):
+    """A run really killed (SIGKILL) during training, the user's README.md, config.json and notes.txt
+    then put in its directory: the same command refuses, naming them, untouched (the run's model card
+    and configuration would replace them). A run killed in its export's publish, after README.md and
+    config.json were moved into place: those are the run's (the publish's list, with the names left in
+    _export.tmp, tells); only the user's notes.txt is refused; without it the same command completes."""
+    out = tmp_path / "killed"
+    argv = common_args(tiny_bert, out, max_steps=4, save_steps=1)
+    assert worker(argv, "2:step").returncode == -signal.SIGKILL
+    (out / "README.md").write_text("my notes\n")
+    (out / "config.json").write_text('{"mine": 1}\n')
+    (out / "notes.txt").write_text("mine\n")
+    before = tree(out)
+    error, hint = refusal(capsys, run_simcse.main, argv)
+    assert error == (
+        f"error: --output_dir {out} holds a run of this package and entries it did not write, which the run "
+        "would write into, replace or delete: README.md, config.json, notes.txt"
+    )
+    assert tree(out) == before
+
+    out = tmp_path / "publish"
+    argv = common_args(tiny_bert, out, max_steps=4, save_steps=1)
+    assert worker(argv, "tail:after:config.json").returncode == -signal.SIGKILL
+    assert {"README.md", "config.json", "model.safetensors"} <= set(os.listdir(out / "_export.tmp")) | set(
+        os.listdir(out)
+    )
+    assert (out / "config.json").exists() and not (out / "_export.tmp" / "config.json").exists()
+    (out / "notes.txt").write_text("mine\n")
+    before = tree(out)
+    error, _ = refusal(capsys, run_simcse.main, argv)
+    assert error.endswith("would write into, replace or delete: notes.txt")
+    assert tree(out) == before
+    os.remove(out / "notes.txt")
+    in_process(argv, monkeypatch)  # the same command completes the run
+    assert (out / "cse_config.json").exists() and not (out / "_export.tmp").exists()
+    assert not (out / "_export_names.json").exists()
+
+
+def test_the_files_of_a_publish_are_told_by_its_list_and_the_staging_folder(tiny_bert, tmp_path):
+    """In an interrupted run's directory: a name on the publish's list no longer staged is the run's,
+    one still staged (not yet moved) is not; with the list gone and only cse_config.json.tmp left to
+    rename, the export is in place and nothing is foreign."""
+    out = tmp_path / "run"
+    our_run(out, tiny_bert)
+    (out / "_export.tmp").mkdir()
+    (out / "_export.tmp" / "model.safetensors").write_text("staged")
+    (out / "_export_names.json").write_text(json.dumps(["README.md", "config.json", "model.safetensors"]))
+    for name in ("README.md", "config.json", "model.safetensors", "notes.txt", "train_results.json"):
+        (out / name).write_text("x")
+    assert foreign_entries(str(out)) == ["model.safetensors", "notes.txt"]
+    os.remove(out / "_export_names.json")
+    assert foreign_entries(str(out)) == ["README.md", "config.json", "model.safetensors", "notes.txt"]
+    shutil.rmtree(out / "_export.tmp")
+    (out / "cse_config.json.tmp").write_text("{}")
+    assert foreign_entries(str(out)) == []
