@@ -214,6 +214,8 @@ def test_the_sweep_names_a_run_s_files_as_the_runs_do_and_imports_no_torch():
         (["--plan", "--executor", "gpus", "--gpus", "0,0"], {}, "error: --gpus 0,0 names GPU 0 more than once"),
         (["--executor", "gpus", "--max_parallel", "nan"], {}, "error: argument --max_parallel: invalid int value"),
         (["--executor"], {}, "error: argument --executor: expected one argument"),
+        (["--executor", "gpus", "--gpus", "0", "--gpus", "1"], {}, "error: --gpus is given twice"),
+        (["--plan", "--executor", "sequential", "--executor=gpus"], {}, "error: --executor is given twice"),
     ],
     ids=[
         "executor",
@@ -229,6 +231,8 @@ def test_the_sweep_names_a_run_s_files_as_the_runs_do_and_imports_no_torch():
         "plan-gpu-twice",
         "max_parallel-nan",
         "executor-no-value",
+        "gpus-twice",
+        "plan-executor-twice",
     ],  # fmt: skip
 )
 def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, env, error):
