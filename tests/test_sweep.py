@@ -347,6 +347,41 @@ def test_an_argument_neither_the_driver_nor_the_runs_accept_is_refused_before_an
     assert not log.exists() and not os.path.exists(env["RESULT_ROOT"])
 
 
+def test_a_value_a_run_script_refuses_is_refused_before_any_launch(tiny, monkeypatch, capsys):
+    """A flag's value went to every run unjudged: each was launched, failed on it and left its logs,
+    lock and launch_args.txt, and the table was written. The driver parses each run's command line
+    (configuration file and flags) with its run script's parser and range checks, without training:
+    one error naming the script, a hint, status 2, nothing launched or written, under --plan too."""
+    from cse.errors import CSEUsageError
+    from sweep.cli import main
+
+    script, env, log = tiny
+    for args, error in [
+        (["--learning_rate", "abc"], "argument --learning_rate/--learning-rate: invalid float value: 'abc'"),
+        (["--executor", "gpus", "--gpus", "0,1", "--seed"], "argument --seed: expected one argument"),
+    ]:
+        proc = run_table(env, script, *args)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert lines[0] == f"error: run_simcse.py: {error}" and len(lines) == 2 and lines[1].startswith("  hint: ")
+        assert not log.exists() and not os.path.exists(env["RESULT_ROOT"])
+    monkeypatch.setenv("RESULT_ROOT", env["RESULT_ROOT"])
+    monkeypatch.chdir(REPO)  # main moves to the repository; restored after
+    for args, error in [
+        (["--learning_rate"], "argument --learning_rate/--learning-rate: expected one argument"),
+        (["--seed", "--learning_rate", "1e-5"], "argument --seed: expected one argument"),
+        (["--max_steps=-5"], "--max_steps must be a whole number in [1, 2147483647] or -1, got -5"),
+        (["--learning_rate", "0"], "--learning_rate must be > 0, got 0"),
+        (["--learning_rate", "nan"], "--learning_rate must be a finite number, got nan"),
+    ]:
+        with pytest.raises(CSEUsageError) as refused:
+            main([script, "--plan", *args])
+        assert refused.value.args[0] == f"run_simcse.py: {error}" and refused.value.hint
+    assert capsys.readouterr().out == "" and not os.path.exists(env["RESULT_ROOT"])
+    # a value the parser takes is planned
+    assert main([script, "--plan", "--learning_rate", "1e-5", "--max_steps=5"]) == 0
+
+
 def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_scripts_parses(
     tmp_path, monkeypatch, capsys
 ):
