@@ -293,6 +293,44 @@ def test_a_run_another_live_process_trains_is_waited_for(tmp_path):
     assert time.monotonic() - began >= 1.5 and len(log.read_text().splitlines()) == 1
 
 
+def test_a_run_waited_for_is_counted_running_is_not_said_started_and_leaves_the_time_left(tmp_path):
+    """A rerun after ``kill -9`` of its driver waits for the run its orphan trains: the counts said
+    ``0 running`` while it waited, ``started`` once the orphan had finished it (nothing was started),
+    and, the orphan's whole run taken for an instant of this sweep's, ``about 0 s left`` with a run
+    still queued. Now the run waited for is running, ends as finished without a start, and the run
+    queued keeps its estimate."""
+    env, log = fake_tools(tmp_path)
+    held, other = tmp_path / "held", tmp_path / "other"
+    held.mkdir()
+    key = "run_simcse.py 64 configs/simcse_bert_base.yaml --seed 1"
+    # the orphan: trains for 1.5 s, then leaves its run finished, with the key the sweep records
+    orphan = subprocess.Popen(
+        [
+            "bash",
+            "-c",
+            f'sleep 1.5; mkdir -p {held}/_logs && echo "{key}" > {held}/_logs/launch_args.txt '
+            f"&& echo {{}} > {held}/cse_config.json",
+        ]
+    )
+    threading.Thread(target=orphan.wait).start()  # reaped when it ends: no zombie holds the PID
+    (held / ".cse_run.lock").write_text(f"{orphan.pid}\n{os.uname().nodename}\n")
+    body = (
+        f"train run_simcse.py {held} 64 configs/simcse_bert_base.yaml --seed 1\n"
+        f"train run_simcse.py {other} 64 configs/simcse_bert_base.yaml --seed 2"
+    )
+    proc = run_table(env, table_script(tmp_path / "t.sh", body))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    waiting = [line for line in lines if f"| waiting for {held}: PID {orphan.pid}" in line]
+    assert waiting and waiting[0].startswith("runs 0 done, 1 running, 1 queued, 0 failed"), lines
+    assert not any(f"started {held}" in line for line in lines), lines
+    (finished,) = [line for line in lines if line.endswith(f"| finished {held}")]
+    assert finished.startswith("runs 1 done, 0 running, 1 queued, 0 failed; about ")
+    assert not re.search(r"about \d+ s left", finished), finished  # the queued run's estimate: hours
+    assert any(line.endswith(f"| started {other}") for line in lines)
+    assert len(log.read_text().splitlines()) == 1  # the queued run alone was launched
+
+
 def test_slurm_settings_from_a_config_file_and_flags(tmp_path):
     from cse.errors import CSEUsageError
     from sweep.cli import build_parser
