@@ -737,17 +737,12 @@ def check_save_steps(training_args, given: set[str]) -> None:
         )
 
 
-def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | None = None, config_path=None):
-    """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses. A leading ``.json``/``.yaml``
-    path supplies values, typed as the file types them (``null``, mappings and lists included), that
-    later flags override (or ``config``, such values the caller read already from ``config_path``).
-    Refused (``CSEUsageError``, one line and a hint) before any dataclass is built: unknown names, in
-    the file or on the command line, abbreviated flags, an empty value, a value of the wrong kind, NaN
-    or infinite numbers, a training argument outside its range (:func:`training_ranges`; the other
-    dataclasses check theirs when built), 0 epochs without ``--max_steps``; after: ``save_steps``
-    without ``save_strategy: steps``, a global batch under 2 and, for a training run, an
-    ``--output_dir`` holding something other than a run (:func:`cse.run_dir.check_run_directory`)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+def check_command_line(dataclass_types, argv: list[str], config: dict | None = None, config_path=None):
+    """The checks of :func:`parse_args` made before any dataclass is built (types, missing values,
+    empty values, NaN, the training ranges, the training length), which need neither a device nor the
+    run's directory: a sweep makes them on each run's command line before it launches any
+    (:mod:`sweep.flags`). Returns ``(parser, flags after the config file, names given, names known,
+    config file)``."""
     parser = ArgumentParser(dataclass_types, allow_abbrev=False)
     given = given_flags(argv)
     known = [f.name for dtype in dataclass_types for f in fields(dtype) if f.init]
@@ -781,6 +776,21 @@ def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | No
     check_values(values, training_ranges(dataclass_types))
     if any(issubclass(dtype, TrainingArguments) for dtype in dataclass_types):
         check_training_length(values)
+    return parser, argv, given, known, config_file
+
+
+def parse_args(dataclass_types, argv: list[str] | None = None, config: dict | None = None, config_path=None):
+    """Parse ``argv`` (default ``sys.argv[1:]``) into the dataclasses. A leading ``.json``/``.yaml``
+    path supplies values, typed as the file types them (``null``, mappings and lists included), that
+    later flags override (or ``config``, such values the caller read already from ``config_path``).
+    Refused (``CSEUsageError``, one line and a hint) before any dataclass is built: unknown names, in
+    the file or on the command line, abbreviated flags, an empty value, a value of the wrong kind, NaN
+    or infinite numbers, a training argument outside its range (:func:`training_ranges`; the other
+    dataclasses check theirs when built), 0 epochs without ``--max_steps``; after: ``save_steps``
+    without ``save_strategy: steps``, a global batch under 2 and, for a training run, an
+    ``--output_dir`` holding something other than a run (:func:`cse.run_dir.check_run_directory`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, argv, given, known, config_file = check_command_line(dataclass_types, argv, config, config_path)
     try:
         *outputs, remaining = parser.parse_args_into_dataclasses(
             args=argv, look_for_args_file=False, return_remaining_strings=True

@@ -86,17 +86,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 def split_arguments(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], list[str], list[str]]:
     """``(tables, driver options, run flags)`` of a command line that mixes them: the driver's options
-    are taken out wherever they are; the tables are the arguments before the first other flag."""
-    takes_value = {}
+    are taken out wherever they are; the tables are the arguments before the first other flag. A
+    driver option given twice is refused (argparse would keep the last one without a word), but for
+    the repeatable ``--slurm_option``."""
+    takes_value, repeatable = {}, set()
     for action in parser._actions:
         for option in action.option_strings:
             takes_value[option] = action.nargs != 0
-    tables, driver, rest = [], [], []
+            if isinstance(action, argparse._AppendAction):
+                repeatable.add(option)
+    tables, driver, rest, seen = [], [], [], set()
     i = 0
     while i < len(argv):
         arg = argv[i]
         name = arg.split("=", 1)[0]
         if name in takes_value:
+            if name in seen and name not in repeatable:
+                raise CSEUsageError(
+                    f"{name} is given twice", hint=f"give {name} once (the sweep would otherwise keep the last one)"
+                )
+            seen.add(name)
             driver.append(arg)
             if takes_value[name] and "=" not in arg and i + 1 < len(argv):
                 driver.append(argv[i + 1])

@@ -11,10 +11,18 @@ A run script's flags are read from its parser, never listed by hand: a method's 
 composition's (``run_cse.py``: ``cse.composition.main``) the shared dataclasses, ``--parts`` and
 each part's flags, also spelled with its part's name (``--mixcse_variant``). Reading them imports
 the run scripts (and torch), so it is done only when the command line has arguments for the runs.
-A script that declares neither has its flags judged by its own parser when it starts."""
+A script that declares neither has its flags judged by its own parser when it starts.
+
+The values are judged too: each distinct command line of a method's script that receives the
+arguments (its configuration file and flags) goes through that script's parser and the checks it
+makes before any dataclass is built (:func:`cse.arguments.check_command_line`: a value of the wrong
+type, a flag without its value, NaN, a training argument outside its range), without training; a
+refusal is the run's own message, after its script's name. The composition's command lines
+(``run_cse.py``) are judged by its own parser when it starts."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import runpy
@@ -50,24 +58,35 @@ def _composition_flags() -> set[str]:
     return flags
 
 
-def script_flags(script: str) -> set[str] | None:
-    """The flags the run script ``script`` accepts, from its parser; None for a script that declares
-    no parser the driver can read."""
-    from cse import composition
-    from cse.arguments import ArgumentParser
-    from cse.registry import MethodRecord
-
+@functools.cache
+def _declarations(script: str) -> dict:
     path = os.path.join(REPO, script)
     if not os.path.isfile(path):
         raise CSEUsageError(
             f"the tables train with {script}, which does not exist", hint="correct `train` in the table"
         )
     # run as a module, not as __main__: its imports and declarations, not its training
-    namespace = runpy.run_path(path, run_name="cse_sweep_flags")
-    record = namespace.get("RECORD")
-    if isinstance(record, MethodRecord):
-        return _options(ArgumentParser(record.argument_types))
-    if namespace.get("main") is composition.main:
+    return runpy.run_path(path, run_name="cse_sweep_flags")
+
+
+def argument_types(script: str) -> tuple[type, ...] | None:
+    """The dataclasses of the method's run script ``script`` (its ``RECORD``); None for another script."""
+    from cse.registry import MethodRecord
+
+    record = _declarations(script).get("RECORD")
+    return record.argument_types if isinstance(record, MethodRecord) else None
+
+
+def script_flags(script: str) -> set[str] | None:
+    """The flags the run script ``script`` accepts, from its parser; None for a script that declares
+    no parser the driver can read."""
+    from cse import composition
+    from cse.arguments import ArgumentParser
+
+    types = argument_types(script)
+    if types is not None:
+        return _options(ArgumentParser(types))
+    if _declarations(script).get("main") is composition.main:
         return _composition_flags()
     return None
 
@@ -111,3 +130,20 @@ def check_run_flags(tables: list[Table], run_flags: list[str], driver_options: s
             hint=(f"did you mean {close[0]}? " if close else "")
             + f"python3 -m sweep --help; python {refusing[0]} --help",
         )
+    check_run_values(tables, run_flags)
+
+
+def check_run_values(tables: list[Table], run_flags: list[str]) -> None:
+    """Refuse a command line of a run that receives ``run_flags`` which its script's parser refuses
+    (:func:`cse.arguments.check_command_line`): the run would be launched only to fail."""
+    from cse.arguments import check_command_line
+
+    commands = {(run.script, run.args) for table in tables for run in table.runs if receives(run, run_flags)}
+    for script, args in sorted(commands):
+        types = argument_types(script)
+        if types is None:
+            continue
+        try:
+            check_command_line(types, list(args))
+        except CSEUsageError as refused:
+            raise CSEUsageError(f"{script}: {refused.args[0]}", hint=refused.hint) from refused

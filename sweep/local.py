@@ -74,6 +74,7 @@ class LocalExecutor:
         queue = list(runs)
         ready = [job for job in evaluations.values() if job.node.finished]
         waiting: dict[int, tuple[Job, Holder]] = {}  # id(job) -> the job, its live holder
+        self.waited: set[int] = set()  # id(job): counted running since the sweep began to wait for it
         for job in queue + ready:
             self._hold(job, queue, ready, waiting)
         free = list(self.slots)
@@ -103,10 +104,14 @@ class LocalExecutor:
                         continue
                     free.remove(slot)
                     where = f" (CUDA_VISIBLE_DEVICES={slot})" if slot is not None else ""
-                    self.progress.move(_kind(job), job.name, "queued", "running", f"started {job.name}{where}")
+                    if id(job) not in self.waited:
+                        self.progress.move(_kind(job), job.name, "queued", "running", f"started {job.name}{where}")
                     if not self._next(job, 0, slot):
+                        # what it waited for did it all: it ends without being started
                         free.append(slot)
                         self._ended(job, evaluations, ready)
+                    elif id(job) in self.waited:  # what it waited for left it unfinished: it resumes
+                        self.progress.show(f"started {job.name}{where}", keep=True)
                 if not any(proc.poll() is not None for proc, *_ in self.running.values()):
                     select.select([wake], [], [], POLL_S)
                 with contextlib.suppress(BlockingIOError):
@@ -144,7 +149,12 @@ class LocalExecutor:
         waiting[id(job)] = (job, holder)
         gpus = f" on CUDA_VISIBLE_DEVICES={holder.gpus}" if holder.gpus is not None else ""
         doing = "trains" if job.kind == "run" else "runs"
-        self.progress.show(f"waiting for {job.name}: PID {holder.pid} on {holder.where} {doing} it{gpus}", keep=True)
+        event = f"waiting for {job.name}: PID {holder.pid} on {holder.where} {doing} it{gpus}"
+        if id(job) in self.waited:
+            self.progress.show(event, keep=True)
+        else:
+            self.waited.add(id(job))
+            self.progress.wait(_kind(job), job.name, event)
         return True
 
     def _next(self, job: Job, index: int, slot: str | None) -> bool:

@@ -6,7 +6,9 @@ with the event that changed it.
 The time left is the benchmark's estimate of the runs not finished yet (:mod:`sweep.estimate`), less
 what they have already spent running (a run stopped and requeued by SLURM resumes from its
 checkpoint: its time so far is kept), over the runs that can go at once, scaled by the rate the
-sweep has measured: the time its finished runs took against their estimate."""
+sweep has measured: the time its finished runs took against their estimate. A job another live
+process does (one left by a sweep killed outright) counts as running while the sweep waits for it;
+a run waited for is left out of the measured rate, as the sweep does not know when it began."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class Progress:
         self.started: dict[str, float] = {}  # a running run: when it (last) started
         self.running: dict[str, None] = {}  # the jobs running, in the order they started
         self.spent = self.expected = 0.0  # over the runs this sweep finished, for the measured rate
+        self.unmeasured: set[str] = set()  # the runs waited for: begun before the sweep saw them
         self.bar = None
         if getattr(self.stream, "isatty", lambda: False)():
             from tqdm import tqdm
@@ -55,13 +58,19 @@ class Progress:
             ran = self.ran.pop(name, 0.0) + now - self.started.pop(name, now)
             if new in ("done", "failed"):
                 estimate = self.estimates.pop(name, None)
-                if new == "done" and estimate:
+                if new == "done" and estimate and name not in self.unmeasured:
                     self.spent, self.expected = self.spent + ran, self.expected + estimate
             else:  # requeued: it resumes, its estimate less what it has run
                 self.ran[name] = ran
         if self.bar is not None and new in ("done", "failed"):
             self.bar.update(1)
         self.show(event, keep=True)
+
+    def wait(self, kind: str, name: str, event: str) -> None:
+        """A queued job another live process is doing: running, its run's full estimate left."""
+        self.move(kind, name, "queued", "running", event)
+        self.started.pop(name, None)
+        self.unmeasured.add(name)
 
     def skip(self, kind: str) -> None:
         """A queued job that will not run (the evaluations of a failed run): counted as ended."""

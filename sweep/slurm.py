@@ -54,6 +54,8 @@ from .steps import (
 POLL_S = 5.0
 # how many times a job may reach its time limit and be requeued (preemptions are not counted)
 MAX_TIMEOUTS = 10
+# what SLURM says when no node has what the jobs ask: the hint then lists what the partitions offer
+RESOURCES = re.compile(r"gres|generic resource|feature|constraint|node|gpu", re.IGNORECASE)
 CONFIG_KEYS = {"partition", "time", "gpus_per_job", "account", "options", "max_parallel"}
 
 
@@ -169,10 +171,14 @@ def settings(args, processes: int, check_cluster: bool = True) -> SlurmSettings:
                 hint="run the sweep on a machine that submits to your SLURM cluster (a login node)",
             )
         if result.partition is not None:
+            # sbatch takes a comma list of partitions (the job starts in the first that can run it)
             known = _partitions()
-            if result.partition not in known:
+            unknown = [name for name in str(result.partition).split(",") if name not in known]
+            if unknown:
                 raise CSEUsageError(
-                    f"SLURM has no partition {result.partition!r}", hint=f"its partitions: {', '.join(known)}"
+                    f"SLURM has no partition {unknown[0]!r}"
+                    + (f" (of --slurm_partition {result.partition})" if unknown[0] != result.partition else ""),
+                    hint=f"its partitions: {', '.join(known)}",
                 )
         if pick["time"] is None:
             result.minutes = _partition_limit(result.partition) or result.minutes
@@ -221,14 +227,18 @@ def check_submission(settings: SlurmSettings) -> None:
         if proc.returncode == 0:
             continue
         said = [line.removeprefix("sbatch: error: ").strip() for line in proc.stderr.splitlines() if line.strip()]
-        offered = subprocess.run(
-            ["sinfo", "--noheader", "--format=%P GRES %G, features %f"], capture_output=True, text=True, check=False
-        ).stdout.split("\n")
-        offered = "; ".join(line.strip() for line in offered if line.strip()) or "(sinfo says nothing)"
-        raise CSEUsageError(
-            f"SLURM refuses the sweep's jobs: {said[-1] if said else f'sbatch --test-only exited {proc.returncode}'}",
-            hint=f"the jobs ask {_asked(settings, gpus)}; the partitions offer: {offered}",
-        )
+        reason = said[-1] if said else f"sbatch --test-only exited {proc.returncode}"
+        hint = f"the jobs ask {_asked(settings, gpus)}; "
+        if RESOURCES.search(reason):
+            offered = subprocess.run(
+                ["sinfo", "--noheader", "--format=%P GRES %G, features %f"], capture_output=True, text=True, check=False
+            ).stdout.split("\n")
+            hint += "the partitions offer: " + (
+                "; ".join(line.strip() for line in offered if line.strip()) or "(sinfo says nothing)"
+            )
+        else:
+            hint += "correct the option SLURM names (man sbatch gives the values each takes)"
+        raise CSEUsageError(f"SLURM refuses the sweep's jobs: {reason}", hint=hint)
 
 
 class SweepJob:

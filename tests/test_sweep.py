@@ -214,6 +214,8 @@ def test_the_sweep_names_a_run_s_files_as_the_runs_do_and_imports_no_torch():
         (["--plan", "--executor", "gpus", "--gpus", "0,0"], {}, "error: --gpus 0,0 names GPU 0 more than once"),
         (["--executor", "gpus", "--max_parallel", "nan"], {}, "error: argument --max_parallel: invalid int value"),
         (["--executor"], {}, "error: argument --executor: expected one argument"),
+        (["--executor", "gpus", "--gpus", "0", "--gpus", "1"], {}, "error: --gpus is given twice"),
+        (["--plan", "--executor", "sequential", "--executor=gpus"], {}, "error: --executor is given twice"),
     ],
     ids=[
         "executor",
@@ -229,6 +231,8 @@ def test_the_sweep_names_a_run_s_files_as_the_runs_do_and_imports_no_torch():
         "plan-gpu-twice",
         "max_parallel-nan",
         "executor-no-value",
+        "gpus-twice",
+        "plan-executor-twice",
     ],  # fmt: skip
 )
 def test_wrong_settings_end_in_one_line_before_any_work(tiny, tmp_path, args, env, error):
@@ -289,6 +293,44 @@ def test_a_run_another_live_process_trains_is_waited_for(tmp_path):
     assert time.monotonic() - began >= 1.5 and len(log.read_text().splitlines()) == 1
 
 
+def test_a_run_waited_for_is_counted_running_is_not_said_started_and_leaves_the_time_left(tmp_path):
+    """A rerun after ``kill -9`` of its driver waits for the run its orphan trains: the counts said
+    ``0 running`` while it waited, ``started`` once the orphan had finished it (nothing was started),
+    and, the orphan's whole run taken for an instant of this sweep's, ``about 0 s left`` with a run
+    still queued. Now the run waited for is running, ends as finished without a start, and the run
+    queued keeps its estimate."""
+    env, log = fake_tools(tmp_path)
+    held, other = tmp_path / "held", tmp_path / "other"
+    held.mkdir()
+    key = "run_simcse.py 64 configs/simcse_bert_base.yaml --seed 1"
+    # the orphan: trains for 1.5 s, then leaves its run finished, with the key the sweep records
+    orphan = subprocess.Popen(
+        [
+            "bash",
+            "-c",
+            f'sleep 1.5; mkdir -p {held}/_logs && echo "{key}" > {held}/_logs/launch_args.txt '
+            f"&& echo {{}} > {held}/cse_config.json",
+        ]
+    )
+    threading.Thread(target=orphan.wait).start()  # reaped when it ends: no zombie holds the PID
+    (held / ".cse_run.lock").write_text(f"{orphan.pid}\n{os.uname().nodename}\n")
+    body = (
+        f"train run_simcse.py {held} 64 configs/simcse_bert_base.yaml --seed 1\n"
+        f"train run_simcse.py {other} 64 configs/simcse_bert_base.yaml --seed 2"
+    )
+    proc = run_table(env, table_script(tmp_path / "t.sh", body))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    waiting = [line for line in lines if f"| waiting for {held}: PID {orphan.pid}" in line]
+    assert waiting and waiting[0].startswith("runs 0 done, 1 running, 1 queued, 0 failed"), lines
+    assert not any(f"started {held}" in line for line in lines), lines
+    (finished,) = [line for line in lines if line.endswith(f"| finished {held}")]
+    assert finished.startswith("runs 1 done, 0 running, 1 queued, 0 failed; about ")
+    assert not re.search(r"about \d+ s left", finished), finished  # the queued run's estimate: hours
+    assert any(line.endswith(f"| started {other}") for line in lines)
+    assert len(log.read_text().splitlines()) == 1  # the queued run alone was launched
+
+
 def test_slurm_settings_from_a_config_file_and_flags(tmp_path):
     from cse.errors import CSEUsageError
     from sweep.cli import build_parser
@@ -341,6 +383,39 @@ def test_an_argument_neither_the_driver_nor_the_runs_accept_is_refused_before_an
         "  hint: did you mean --max_parallel? python3 -m sweep --help; python run_simcse.py --help",
     ]
     assert not log.exists() and not os.path.exists(env["RESULT_ROOT"])
+
+
+def test_a_value_a_run_script_refuses_is_refused_before_any_launch(tiny, monkeypatch, capsys):
+    """A flag's value went to every run unjudged: each was launched, failed on it and left its logs,
+    lock and launch_args.txt, and the table was written. The driver parses each run's command line
+    (configuration file and flags) with its run script's parser and range checks, without training:
+    one error naming the script, a hint, status 2, nothing launched or written, under --plan too."""
+    from cse.errors import CSEUsageError
+    from sweep.cli import main
+
+    script, env, log = tiny
+    proc = run_table(env, script, "--learning_rate", "abc")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0] == "error: run_simcse.py: argument --learning_rate/--learning-rate: invalid float value: 'abc'"
+    assert len(lines) == 2 and lines[1].startswith("  hint: ")
+    assert not log.exists() and not os.path.exists(env["RESULT_ROOT"])
+    monkeypatch.setenv("RESULT_ROOT", env["RESULT_ROOT"])
+    monkeypatch.chdir(REPO)  # main moves to the repository; restored after
+    for args, error in [
+        (["--learning_rate"], "argument --learning_rate/--learning-rate: expected one argument"),
+        (["--executor", "gpus", "--gpus", "0,1", "--seed"], "argument --seed: expected one argument"),
+        (["--seed", "--learning_rate", "1e-5"], "argument --seed: expected one argument"),
+        (["--max_steps=-5"], "--max_steps must be a whole number in [1, 2147483647] or -1, got -5"),
+        (["--learning_rate", "0"], "--learning_rate must be > 0, got 0"),
+        (["--learning_rate", "nan"], "--learning_rate must be a finite number, got nan"),
+    ]:
+        with pytest.raises(CSEUsageError) as refused:
+            main([script, "--plan", *args])
+        assert refused.value.args[0] == f"run_simcse.py: {error}" and refused.value.hint
+    assert capsys.readouterr().out == "" and not os.path.exists(env["RESULT_ROOT"])
+    # a value the parser takes is planned
+    assert main([script, "--plan", "--learning_rate", "1e-5", "--max_steps=5"]) == 0
 
 
 def test_a_table_accepts_the_driver_options_and_the_flags_every_one_of_its_run_scripts_parses(

@@ -211,6 +211,47 @@ def test_slurm_refuses_settings_sbatch_rejects_before_anything_is_written(
     assert subprocess.run(["squeue", "--noheader"], env=env, capture_output=True, text=True).stdout == before
 
 
+def test_slurm_refusals_fit_what_slurm_refused_and_each_partition_of_a_list_is_checked(
+    slurm_cluster, tmp_path, monkeypatch
+):
+    """A time SLURM refuses was hinted with the partitions' GRES and features, which have nothing to
+    do with it: the hint says what the jobs ask and to correct the option SLURM names. A comma list of
+    partitions, which sbatch takes, was refused whole: each of its names is checked, the unknown one
+    named."""
+    script, env, log = slurm_table(tmp_path, slurm_cluster)
+    common = ["--executor", "slurm", "--slurm_gpus_per_job", "0"]
+    proc = run_table(env, script, *common, "--slurm_partition", "debug", "--slurm_option", "time=abc")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    error, hint = proc.stderr.strip().splitlines()
+    assert error == "error: SLURM refuses the sweep's jobs: Invalid --time specification"
+    assert "--time=abc" in hint and "correct the option SLURM names" in hint and "GRES" not in hint
+    proc = run_table(env, script, *common, "--slurm_partition", "debug,nosuch")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: SLURM has no partition 'nosuch' (of --slurm_partition debug,nosuch)",
+        "  hint: its partitions: debug",
+    ]
+    assert not os.path.exists(env["RESULT_ROOT"]) and not log.exists()
+    # a list of known partitions is taken, as sbatch takes it
+    import argparse
+
+    from sweep.slurm import settings
+
+    monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])
+    args = argparse.Namespace(
+        slurm_config=None,
+        slurm_partition="debug,debug",
+        slurm_time="5",
+        slurm_gpus_per_job=0,
+        slurm_account=None,
+        slurm_option=None,
+        slurm_no_wait=True,
+        max_parallel=None,
+    )
+    monkeypatch.chdir(tmp_path)
+    assert settings(args, 1).partition == "debug,debug"
+
+
 def test_a_rerun_that_follows_the_slurm_jobs_says_it_follows_them(slurm_cluster, tmp_path):
     """The same command again while its jobs are in SLURM submits nothing, and says so."""
     script, env, log = slurm_table(tmp_path, slurm_cluster, RUN_SECONDS="300")
