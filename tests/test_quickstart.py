@@ -41,6 +41,7 @@ def test_difference_needs_two_jsons(tmp_path, capsys):
     assert "--difference compares two result JSONs" in capsys.readouterr().err
 
 
+@pytest.mark.e2e  # launches processes that import torch
 def test_only_an_earlier_quick_start_s_results_are_removed(tmp_path):
     """scripts/quickstart.sh starts afresh: it removes result/quickstart only where it is a run of this
     package (marked run_args.json) and result/quickstart-base only where it holds the base model's

@@ -119,13 +119,11 @@ def test_a_config_file_giving_a_key_twice_is_refused(name, content, said, capsys
     assert not out.exists()
 
 
-TWICE = [
-    (["--seed", "1", "--seed", "2"], "--seed twice (both set seed)", "--seed"),
-    (["--learning_rate", "1e-5", "--learning-rate=3e-5"],
-     "--learning_rate and --learning-rate (both set learning_rate)", "--learning_rate"),
-    (["--save_only_model", "--save_only_model", "false"], "--save_only_model twice (both set save_only_model)",
-     "--save_only_model"),
-]  # fmt: skip
+MERGES = [
+    "base: &base {seed: 1, learning_rate: 1.0e-5}\nrun:\n  <<: *base\n  seed: 2\n",
+    "base: &base {seed: 1}\n<<: *base\nseed: 3\n",
+    "a: &a {seed: 1, warmup_steps: 2}\nb: &b\n  <<: *a\n  seed: 2\nc:\n  <<: [*b, *a]\n  warmup_steps: 4\n",
+]
 
 
 @pytest.mark.parametrize("content", MERGES)

@@ -372,6 +372,7 @@ def test_a_stopped_job_that_ignores_sigterm_is_killed_at_the_end_of_its_grace(re
     assert not group_alive(proc.pid)
 
 
+@pytest.mark.e2e  # launches processes that import torch
 def test_an_argument_neither_the_driver_nor_the_runs_accept_is_refused_before_any_launch(tiny):
     """A misspelled driver option reached every run, which was launched and failed: it is refused in
     one line, nothing launched or written (under --plan too: the next test)."""
@@ -385,6 +386,7 @@ def test_an_argument_neither_the_driver_nor_the_runs_accept_is_refused_before_an
     assert not log.exists() and not os.path.exists(env["RESULT_ROOT"])
 
 
+@pytest.mark.e2e  # launches processes that import torch
 def test_a_value_a_run_script_refuses_is_refused_before_any_launch(tiny, monkeypatch, capsys):
     """A flag's value went to every run unjudged: each was launched, failed on it and left its logs,
     lock and launch_args.txt, and the table was written. The driver parses each run's command line
@@ -585,6 +587,7 @@ def test_the_time_left_of_a_requeued_run_is_its_estimate_less_what_it_ran(monkey
     assert progress.time_left() == "about 9 min left"
 
 
+@pytest.mark.e2e  # launches processes that import torch
 def test_the_table_is_written_with_its_figure_beside_it(tiny):
     """The sequential executor prints the table and writes it, and its figure, under the runs' folder:
     the figure's bars are the table's means, its error bars the seeds' spread."""

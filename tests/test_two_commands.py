@@ -154,6 +154,7 @@ def test_a_download_without_network_ends_in_one_error_and_keeps_nothing(tmp_path
     assert sorted(os.listdir(checkout)) == ["pyproject.toml", "requirements.txt", "scripts"]
 
 
+@pytest.mark.e2e  # launches processes that import torch
 def test_an_installation_without_network_removes_the_new_venv(tmp_path):
     checkout = scripts_copy(tmp_path, beside_shared=True)
     index = f"http://127.0.0.1:{closed_port()}/simple"
