@@ -135,6 +135,7 @@ sys.exit(run_cli(bench.run.main, [*argv, "simcse,st-mnrl"]))
 """
 
 
+@pytest.mark.e2e  # launches processes or sweeps that read the run scripts' parsers (torch)
 def test_a_report_whose_write_fails_half_way_leaves_the_previous_one_whole(tmp_path):
     """The report's rewrite is really cut at 512 bytes (a file size limit, EFBIG): one line naming the
     file, exit 2, and the report of the run before whole (a cut one would not parse)."""

@@ -127,6 +127,7 @@ def test_help_without_parts_names_the_parts_before_importing_torch():
     assert list(PARTS) == registry.part_names()
 
 
+@pytest.mark.e2e  # launches processes or sweeps that read the run scripts' parsers (torch)
 def test_a_parts_help_puts_its_flags_first_in_both_spellings():
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "run_cse.py", "--parts", "mixcse", "--help"],

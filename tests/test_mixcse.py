@@ -409,6 +409,7 @@ def run_script(tmp_path, script, *args):
     return [line.split() for line in log.read_text().splitlines()] if log.exists() else [], proc.stdout
 
 
+@pytest.mark.e2e  # launches processes or sweeps that read the run scripts' parsers (torch)
 def test_scripts_train_each_seed_once_and_print_mean_and_std_beside_the_paper_rows(tmp_path):
     runs, printed = run_script(tmp_path, "scripts/mixcse/table1_sts.sh", "--variant", "paper")
     # per size, one run per seed, on two processes of 32 (global batch 64), the extra flags passed on

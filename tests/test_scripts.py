@@ -60,6 +60,7 @@ def test_train_refuses_a_batch_the_processes_do_not_divide_and_keeps_finished_ru
     assert len(launched(tmp_path)) == 1
 
 
+@pytest.mark.e2e  # launches processes or sweeps that read the run scripts' parsers (torch)
 def test_adcse_scripts_pass_each_runs_settings(tmp_path):
     runs, printed = launches(tmp_path / "t2", "scripts/adcse/table2_ablations.sh")
     flags = [[a for a in run if a.startswith("--no_")] for run in runs]
