@@ -174,8 +174,16 @@ def main(argv=None) -> dict:
 
     report = {}
     if args.protocol != "mteb":
-        options = {"seed": args.seed, "classifier_device": args.device, "tasks": args.tasks, "progress": True}
-        report = evaluate(encode, args.task_set, args.mode, args.senteval_data_dir, **options)
+        report = evaluate(
+            encode,
+            task_set=args.task_set,
+            mode=args.mode,
+            senteval_data_dir=args.senteval_data_dir,
+            seed=args.seed,
+            classifier_device=args.device,
+            tasks=args.tasks,
+            progress=True,
+        )
     if args.analysis:
         report["analysis"] = stsb_analysis(encode, args.mode, senteval_dir(args.senteval_data_dir))
     name = os.path.basename(os.path.normpath(args.model_name_or_path))
