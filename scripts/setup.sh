@@ -150,4 +150,8 @@ cse_setup() {
     cse_choose_python
     cse_find_data
     cse_install
+    # what the commands start (the table scripts' python3 -m sweep, accelerate) is the environment's, as
+    # if it were activated
+    PATH="$(dirname "$PY"):$PATH"
+    export PATH
 }
