@@ -839,6 +839,7 @@ def squeue_empty(env):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # long form (CSE_LONG_TESTS=1): see docs/reliability.md's row for the time limit
 def test_a_slurm_job_at_its_time_limit_is_requeued_and_its_run_resumes(tmp_path, slurm_cluster):
     """A real time limit: SLURM's signal before it (submitit's USR2, 90 s ahead) stops the run at its
     step, the job requeues itself and the run resumes; the sweep prints the table."""
