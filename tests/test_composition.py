@@ -6,6 +6,7 @@ parts, cites their papers and logs each term's share of the gradient."""
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -439,9 +440,12 @@ def test_a_composed_run_records_its_parts_cites_every_paper_and_logs_each_terms_
     assert ", ".join(f"`{name}`" for name in parts) in card
     for entry in [PARTS[name][1] for name in parts] + [citations.SIMCSE]:
         assert entry in card and bibtex_field(entry, "title") in card
-    # stopped before its finished marker, the directory resumes only with the same parts (another
-    # method's checkpoint files would call it incomplete: the settings are compared first)
-    os.remove(out / "cse_config.json")
+    # stopped before its export (only its settings and checkpoints left), the directory resumes only
+    # with the same parts (another method's checkpoint files would call it incomplete: the settings
+    # are compared first)
+    for name in os.listdir(out):
+        if name != "run_args.json" and not name.startswith("checkpoint-"):
+            shutil.rmtree(out / name) if (out / name).is_dir() else os.remove(out / name)
     named = "+".join(parts), "+".join(other)
     changed = f"other settings (run.method: {named[0]!r} -> {named[1]!r}; method.parts: {parts!r} -> {other!r}"
     with pytest.raises(CSEUsageError, match=re.escape(changed)) as refusal:

@@ -183,9 +183,11 @@ def test_seeds_reproduce_and_resume_after_interruption_equals_uninterrupted_run(
     # A finished run is not silently resumed or overwritten.
     proc = run_simcse(args(out), check=False)
     assert proc.returncode == 2 and "holds a finished run" in proc.stderr and "Traceback" not in proc.stderr
-    # An interrupted run is not continued with other settings.
-    shutil.rmtree(out / "checkpoint-20")
-    os.remove(out / "cse_config.json")
+    # An interrupted run (stopped before its last checkpoint and export) is not continued with other
+    # settings.
+    for name in os.listdir(out):
+        if name not in ("checkpoint-10", "run_args.json"):
+            shutil.rmtree(out / name) if (out / name).is_dir() else os.remove(out / name)
     proc = run_simcse([*args(out), "--learning_rate", "5e-4"], check=False)
     assert proc.returncode == 2 and "training.learning_rate: 0.001 -> 0.0005" in proc.stderr
     assert "Traceback" not in proc.stderr
