@@ -839,13 +839,16 @@ def squeue_empty(env):
 
 
 @pytest.mark.e2e
-@pytest.mark.slow  # long form (CSE_LONG_TESTS=1): see docs/reliability.md's row for the time limit
 def test_a_slurm_job_at_its_time_limit_is_requeued_and_its_run_resumes(tmp_path, slurm_cluster):
     """A real time limit: SLURM's signal before it (submitit's USR2, 90 s ahead) stops the run at its
     step, the job requeues itself and the run resumes; the sweep prints the table."""
     script, env, log, driver, run, job = slurm_sweep(tmp_path, slurm_cluster)
     # its time limit brought down to a minute: SLURM's signal 90 s before the limit is due at once
     subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=1"], env=env, check=True)
+    # once signalled, the job gets its limit back, as a requeued job on a cluster starts with its
+    # whole limit again (at a minute it would be signalled again as soon as it started)
+    wait_for_event(log, "term", "s1-seed2", driver, seconds=120)
+    subprocess.run(["scontrol", "update", f"JobId={job}", "TimeLimit=20"], env=env, check=True)
     out, err = driver.communicate(timeout=600)
     assert driver.returncode == 0, err
     assert out == SLURM_PRINTED
