@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shlex
 from dataclasses import dataclass, field, replace
 
 from cse.errors import CSEUsageError
@@ -182,10 +183,21 @@ def build(tables: list[Table], others: list[Table] = ()) -> Plan:
         for directory in own:
             found = _existing_key(directory)
             if found is not None and found != key:
+                elsewhere_hint = "set OUTPUT_DIR (or RESULT_ROOT) to train this table elsewhere"
+                if found:
+                    raise CSEUsageError(
+                        f"{directory} holds a run trained with other arguments ({found})",
+                        hint=f"delete it, or {elsewhere_hint}",
+                    )
+                # a finished run no sweep recorded: one whose sweep was killed outright before a version
+                # that writes the record before launching; only its user knows what launched it
+                record = launch_args_path(directory)
+                write = f"mkdir -p {shlex.quote(os.path.dirname(record))} && printf '%s\\n' {shlex.quote(key)} > "
                 raise CSEUsageError(
-                    f"{directory} holds a run trained with other arguments"
-                    + (f" ({found})" if found else " (no launch_args.txt)"),
-                    hint="delete it, or set OUTPUT_DIR (or RESULT_ROOT) to train this table elsewhere",
+                    f"{directory} holds a finished run with no record of the arguments it was launched with "
+                    f"({record} is missing)",
+                    hint=f"if this table's command launched it, record that: {write}{shlex.quote(record)}; "
+                    f"else delete it, or {elsewhere_hint}",
                 )
         finished = [d for d in candidates if _existing_key(d) == key]
         started = [d for d in candidates if os.path.isdir(d) and not os.path.islink(d) and last_checkpoint(d)]

@@ -58,6 +58,20 @@ def test_train_refuses_a_batch_the_processes_do_not_divide_and_keeps_finished_ru
     other = train(tmp_path, 1, "run_adcse.py", out, "64", "--seed", "2")
     assert other.returncode == 2 and "holds a run trained with other arguments" in other.stderr
     assert len(launched(tmp_path)) == 1
+    # a finished run with no record of its launch (its sweep killed outright under a version that
+    # recorded it only once the run ended): refused, never relaunched; the hint's command records it
+    os.remove(os.path.join(out, "_logs", "launch_args.txt"))
+    unknown = train(tmp_path, 1, "run_adcse.py", out, "64", "--seed", "1")
+    assert unknown.returncode == 2 and len(launched(tmp_path)) == 1
+    error, hint = unknown.stderr.strip().splitlines()
+    assert error == f"error: {out} holds a finished run with no record of the arguments it was launched with " + (
+        f"({out}/_logs/launch_args.txt is missing)"
+    )
+    record = hint.split("record that: ", 1)[1].split("; else delete it", 1)[0]
+    subprocess.run(["bash", "-c", record], check=True)
+    kept = train(tmp_path, 1, "run_adcse.py", out, "64", "--seed", "1")
+    assert kept.returncode == 0, kept.stderr
+    assert len(launched(tmp_path)) == 1
 
 
 @pytest.mark.e2e  # launches processes or sweeps that read the run scripts' parsers (torch)
