@@ -180,9 +180,25 @@ def collect_runs(paths: Sequence[str], missing_ok: bool = False) -> dict[str, li
     return groups
 
 
-def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str], path: str = PAPER_RESULTS) -> str:
+# The STS table's column of each run's MTEB average (the table scripts' --mteb), beside SentEval's.
+MTEB_COLUMN = "MTEB Avg."
+
+
+def _with_mteb(ours: dict, seeds: Sequence[dict]) -> dict:
+    """``ours`` and :data:`MTEB_COLUMN`: the seeds' MTEB ``Avg.`` (mean ± std), ``missing`` unless every
+    seed has one (never a mean over the seeds that are there)."""
+    averages = [seed.get("mteb", {}).get("Avg.") for seed in seeds]
+    if any(average is None for average in averages):
+        return {**ours, MTEB_COLUMN: MISSING}
+    return {**ours, **aggregate_seeds([{MTEB_COLUMN: average} for average in averages])}
+
+
+def runs_tables(
+    groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str], path: str = PAPER_RESULTS, mteb: bool = False
+) -> str:
     """One markdown table per score kind: each group's mean ± std over its seeds, then, where
-    ``paper_rows`` names one for the group, the paper's row and the difference."""
+    ``paper_rows`` names one for the group, the paper's row and the difference. With ``mteb``, the
+    STS table has a last column, :data:`MTEB_COLUMN` (the papers report none: ``-`` in their rows)."""
     papers = load_paper_results(path)
     unknown = sorted(set(paper_rows.values()) - set(papers))
     if unknown:
@@ -209,6 +225,7 @@ def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str],
                 ours = None
             else:
                 name, ours = group if len(seeds) == 1 else f"{group} ({len(seeds)} seeds)", aggregate_seeds(with_kind)
+                ours = _with_mteb(ours, seeds) if mteb and kind == "sts" else ours
                 columns = columns or list(ours)
             rows[name] = ours
             paper = papers.get(paper_rows.get(group, ""))
@@ -218,7 +235,7 @@ def runs_tables(groups: Mapping[str, list[dict]], paper_rows: Mapping[str, str],
                 rows[f"{group} - paper"] = ours and {
                     c: mean_value(ours[c]) - paper["scores"][c] for c in paper["scores"] if c in ours
                 }
-        columns = columns or shapes[0]
+        columns = columns or shapes[0] + ([MTEB_COLUMN] if mteb and kind == "sts" else [])
         rows = {name: {c: MISSING for c in columns} if scores is None else scores for name, scores in rows.items()}
         if rows:
             out.append(f"{title}\n\n{markdown_table(rows, columns)}")
@@ -318,7 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--mteb",
         action="store_true",
-        help=f"also the runs' MTEB table (each run folder's {MTEB_RESULTS}, senteval_eval.py --protocol mteb)",
+        help=f"also the runs' MTEB scores (each run folder's {MTEB_RESULTS}, senteval_eval.py --protocol mteb): "
+        f"with --runs, an {MTEB_COLUMN!r} column in the STS table, then the MTEB table of every task",
     )
     parser.add_argument(
         "--missing",
@@ -361,7 +379,7 @@ def print_tables(parser: argparse.ArgumentParser, args) -> None:
                 parser.error(f"{len(groups)} group(s) but {len(args.name)} --name(s)")
             groups = dict(zip(args.name, groups.values()))
         try:
-            print(runs_tables(groups, _paper_row_map(args.paper_row or [], list(groups))))
+            print(runs_tables(groups, _paper_row_map(args.paper_row or [], list(groups)), mteb=args.mteb))
         except ValueError as error:
             parser.error(str(error))
         return

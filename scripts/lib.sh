@@ -32,7 +32,7 @@ _record() {
 train() {
     _record train "$@"
     # the driver's --mteb: each run is evaluated with MTEB too (senteval_eval.py --protocol mteb; its seven
-    # STS tasks from the SentEval files), and the table has an MTEB table
+    # STS tasks from the SentEval files), and the table has an MTEB column and table
     if [ -n "${CSE_SWEEP_MTEB:-}" ]; then
         evaluate "$2" "$2/mteb_test_results.json" python senteval_eval.py --model_name_or_path "$2" --protocol mteb \
             --output_json "$2/mteb_test_results.json"

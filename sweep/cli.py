@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--mteb",
         action="store_true",
-        help="also evaluate each run with MTEB (senteval_eval.py --protocol mteb) and print an MTEB table",
+        help="also evaluate each run with MTEB (senteval_eval.py --protocol mteb) and print an MTEB column and table",
     )
     parser.add_argument("--gpus", help="gpus: the GPU ids to use, e.g. 0,1,2,3 (default: CUDA_VISIBLE_DEVICES, or all)")
     parser.add_argument("--max_parallel", type=int, help="gpus and slurm: at most this many jobs at once")

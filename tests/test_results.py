@@ -86,7 +86,7 @@ def test_seeds_beside_the_paper_row_as_mean_and_sample_std(tmp_path, capsys):
 
 def test_mteb_prints_the_runs_mteb_table_beside_the_sentEval_one(tmp_path, capsys):
     """--mteb: each run folder's mteb_test_results.json, seeds as mean ± std (hand-computed), a run
-    without them missing; the SentEval table as it was."""
+    without them missing: an MTEB column in the SentEval table, then the MTEB table of every task."""
 
     def run(name, sts, mteb=None):
         folder = tmp_path / name
@@ -104,13 +104,22 @@ def test_mteb_prints_the_runs_mteb_table_beside_the_sentEval_one(tmp_path, capsy
     plain = capsys.readouterr().out
     results.main(["--runs", *runs, "--missing", "mark", "--mteb"])
     out = capsys.readouterr().out
-    assert out.startswith(plain) and "MTEB" not in plain
-    assert out[len(plain) :] == (
+    assert "MTEB" not in plain
+    assert out == (
+        "STS (Spearman x 100)\n\n"
+        "| Model | STS12 | Avg. | MTEB Avg. |\n|---|---:|---:|---:|\n"
+        "| a (2 seeds) | 71.00 ± 1.41 | 71.00 ± 1.41 | 73.00 ± 1.41 |\n"
+        "| b | 60.00 | 60.00 | missing |\n"
         f"\n{results.MTEB_TITLE}\n\n"
         "| Model | STS12 | SICK-R | Avg. |\n|---|---:|---:|---:|\n"
         "| a (2 seeds) | 72.00 ± 1.41 | 74.00 ± 1.41 | 73.00 ± 1.41 |\n"
         "| b (missing) | missing | missing | missing |\n"
     )
+    # beside a paper's row, which reports no MTEB score
+    results.main(["--runs", *runs[:2], "--mteb", "--paper_row", "a=vadvcse_simcse_bert_base"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].endswith("| Avg. | MTEB Avg. |") and lines[4].endswith("| 73.00 ± 1.41 |")
+    assert lines[5].startswith("| paper, ") and lines[5].endswith("| - |")
     # the JSONs of a table are their runs too
     results.main([f"{runs[0]}/sts_test_results.json", "--mteb"])
     assert "| a | 71.00 | 73.00 | 72.00 |" in capsys.readouterr().out
