@@ -174,7 +174,7 @@ def build(tables: list[Table], others: list[Table] = ()) -> Plan:
             if found is not None and found != key:
                 raise CSEUsageError(
                     f"{directory} holds a run trained with other arguments"
-                    + (f" ({found})" if found else " (no launch_args.txt)"),
+                    + (f" ({found})" if found else f" (no {LAUNCH_ARGS_NAME})"),
                     hint="delete it, or set OUTPUT_DIR (or RESULT_ROOT) to train this table elsewhere",
                 )
         finished = [d for d in candidates if _existing_key(d) == key]
