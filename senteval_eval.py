@@ -31,12 +31,13 @@ from cse.errors import CSEUsageError, nearest_existing, run_cli
 from cse.evaluation import MODES, TASK_SETS, evaluate, mteb_protocol
 from cse.evaluation.analysis import stsb_analysis
 from cse.model_card import add_eval_results
-from cse.modeling import CSE_CONFIG_NAME, load_model
+from cse.modeling import load_model
 from cse.paths import senteval_dir
 from cse.pooling import POOLERS
 from cse.ranges import at_least, check_values, seed
 from cse.results import markdown_table
 from cse.run_dir import run_format
+from cse.run_names import CSE_CONFIG_NAME
 
 PROTOCOLS = ("senteval", "mteb", "both")
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -21,10 +21,7 @@ import json
 import os
 import shutil
 
-TMP_SUFFIX = ".tmp"
-# A run's export is staged here, inside its output directory (same filesystem, so a rename moves
-# it); the leading underscore keeps it out of ``--push_to_hub`` uploads (cse.model_card.PUSH_IGNORE).
-STAGING_NAME = "_export" + TMP_SUFFIX
+from .run_names import STAGING_NAME, TMP_SUFFIX
 
 
 def _fsync(path: str) -> None:

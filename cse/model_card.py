@@ -19,8 +19,9 @@ from huggingface_hub import ModelCard, ModelCardData, upload_folder
 from . import registry
 from .atomic import atomic_path
 from .citations import bibtex_field
-from .modeling import CSE_CONFIG_NAME, names_encoder_class, read_cse_config
+from .modeling import names_encoder_class, read_cse_config
 from .results import markdown_table
+from .run_names import CSE_CONFIG_NAME
 
 # What AutoModel's outputs give each exportable pooler's embedding (``outputs``: the model's output,
 # ``mask``: the attention mask as a float (batch, length, 1) tensor).

@@ -45,7 +45,7 @@ from .pooling import (
     check_pooler,
     pool,
 )
-from .run_dir import CSE_CONFIG_NAME
+from .run_names import CSE_CONFIG_NAME
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import transformers
 from transformers import set_seed
 
 from .arguments import check_run_steps, parse_args, run_steps
-from .atomic import STAGING_NAME, atomic_path, publish, staging_dir, write_json
+from .atomic import atomic_path, publish, staging_dir, write_json
 from .batches import TokenRows
 from .build import build
 from .data import TwoViewCollator, build_train_dataset, check_sequence_length, graph_lengths
@@ -24,14 +24,12 @@ from .environment import check_min_versions, collect_environment
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .model_card import push_encoder, write_model_card
-from .modeling import CSE_CONFIG_NAME
 from .parts import Part
 from .paths import default_train_file
 from .registry import MethodRecord
 from .reliability import check_free_space, output_dir_lock, refusal_leaves_nothing
 from .results import markdown_table, read_result_json
 from .resume import (
-    TRAINER_STATE_NAME,
     check_best_model_loaded,
     check_checkpoint_matches,
     find_checkpoint,
@@ -39,12 +37,10 @@ from .resume import (
     run_settings,
     training_ended,
 )
-from .run_dir import EXPORT_NAMES
+from .run_names import CSE_CONFIG_NAME, EXPORT_NAMES, STAGING_NAME, TRAIN_RESULTS_NAME, TRAINER_STATE_NAME
 from .trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
-
-TRAIN_RESULTS_NAME = "train_results.json"
 
 
 def setup_logging(training_args) -> None:

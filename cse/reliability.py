@@ -28,7 +28,6 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.utils import SAFE_WEIGHTS_NAME
 
-from .atomic import TMP_SUFFIX
 from .errors import (
     OS_ERROR_HINTS,
     CSEUsageError,
@@ -39,13 +38,12 @@ from .errors import (
     nearest_existing,
 )
 from .resume import (
-    TRAINER_STATE_NAME,
     checkpoints_newest_first,
     newest_complete_checkpoint,
     trainer_state,
     training_ended,
 )
-from .run_dir import LOCK_NAME, RUN_ARGS_NAME, STSB_CORPUS_NAME
+from .run_names import LOCK_NAME, RUN_ARGS_NAME, STSB_CORPUS_NAME, TMP_SUFFIX, TRAINER_STATE_NAME
 
 logger = logging.getLogger(__name__)
 

@@ -47,6 +47,7 @@ import yaml
 from .errors import CSEUsageError, run_cli
 from .file_checks import load_json
 from .paths import MissingDataError
+from .run_names import ALL_RESULTS_NAME, MTEB_RESULTS_NAME, TRAIN_RESULTS_NAME
 
 # Package data: installed with ``cse``, so the published rows are there outside a checkout too.
 PAPER_RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paper_results.yaml")
@@ -136,7 +137,7 @@ def score_kind(columns) -> str:
 
 
 # What the Trainer writes beside a run's result JSONs: its training metrics, no scores.
-TRAINER_RESULTS = ("train_results.json", "all_results.json")
+TRAINER_RESULTS = (TRAIN_RESULTS_NAME, ALL_RESULTS_NAME)
 RESULT_HINT = "pass a result JSON written by senteval_eval.py --output_json, or a run's sts_<mode>_results.json"
 
 
@@ -244,17 +245,15 @@ def runs_tables(
     return "\n\n".join(out)
 
 
-# What ``senteval_eval.py --protocol mteb`` writes in a run's folder under the table scripts' --mteb.
-MTEB_RESULTS = "mteb_test_results.json"
 MTEB_TITLE = "MTEB (main score x 100; its SICK-R scores all 9,927 SICK pairs, SentEval's the 4,927 test pairs)"
 
 
 def mteb_table(paths: Sequence[str], missing_ok: bool = False, names: Sequence[str] | None = None) -> str:
     """The MTEB scores of the runs ``paths`` name (run directories, or result JSONs whose folder is
-    the run), from each run's :data:`MTEB_RESULTS`: one row per group of seeds (mean ± std), a group
+    the run), from each run's :data:`MTEB_RESULTS_NAME`: one row per group of seeds (mean ± std), a group
     with a run lacking them ``missing`` (with ``missing_ok``; else refused). ``names`` rename the groups."""
     run_dirs = dict.fromkeys(p if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in paths)
-    groups = collect_runs([os.path.join(d, MTEB_RESULTS) for d in run_dirs], missing_ok=missing_ok)
+    groups = collect_runs([os.path.join(d, MTEB_RESULTS_NAME) for d in run_dirs], missing_ok=missing_ok)
     if names is not None:
         groups = dict(zip(names, groups.values()))
     rows, columns = {}, None
@@ -335,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--mteb",
         action="store_true",
-        help=f"also the runs' MTEB scores (each run folder's {MTEB_RESULTS}, senteval_eval.py --protocol mteb): "
+        help=f"also the runs' MTEB scores (each run folder's {MTEB_RESULTS_NAME}, senteval_eval.py --protocol mteb): "
         f"with --runs, an {MTEB_COLUMN!r} column in the STS table, then the MTEB table of every task",
     )
     parser.add_argument(

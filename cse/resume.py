@@ -24,17 +24,16 @@ from .atomic import write_json
 from .environment import collect_environment
 from .errors import CSEUsageError
 from .file_checks import CHECKED_SUFFIXES, load_mapping, unreadable
-from .run_dir import (
+from .run_dir import checkpoint_marked, is_run_checkpoint, run_format
+from .run_names import (
     CHECKPOINT_MARKER_NAME,
     CSE_CONFIG_NAME,
     INCOMPLETE_NAME,
     LEGACY_FORMAT,
     RUN_ARGS_NAME,
+    TRAINER_STATE_NAME,
     WRITTEN_BY,
     WRITTEN_BY_KEY,
-    checkpoint_marked,
-    is_run_checkpoint,
-    run_format,
 )
 
 logger = logging.getLogger(__name__)
@@ -66,7 +65,6 @@ RESUME_SENSITIVE = (
 _DATA_LOGISTICS = ("preprocessing_num_workers", "overwrite_cache", "senteval_data_dir")
 
 
-TRAINER_STATE_NAME = "trainer_state.json"
 _CHECKPOINT_STEP = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 
@@ -376,7 +374,7 @@ def record_run(training_args, settings: dict, found: str | None, torn: list) -> 
     """What a run writes once every check has passed, by the main process: in a run of an earlier
     version, the checkpoint marker into each of its checkpoints (they stay the run's once its
     ``run_args.json`` records the run format); then ``run_args.json``, marked by this package
-    (:data:`cse.run_dir.WRITTEN_BY`), with the run's ``settings`` and environment; then the torn
+    (:data:`cse.run_names.WRITTEN_BY`), with the run's ``settings`` and environment; then the torn
     checkpoints ``torn`` set aside (newer than ``found``; :func:`report_torn`)."""
     output_dir = training_args.output_dir
     if not training_args.should_save:

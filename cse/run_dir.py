@@ -28,32 +28,28 @@ import tempfile
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .atomic import STAGING_NAME, TMP_SUFFIX, write_json
+from .atomic import write_json
 from .errors import CSEUsageError
-
-LOCK_NAME = ".cse_run.lock"
-RUN_ARGS_NAME = "run_args.json"
-CSE_CONFIG_NAME = "cse_config.json"
-# SG-BERT's default corpus, written into the output directory before the run takes its lock.
-STSB_CORPUS_NAME = "stsb_sentences.txt"
-# Where a run sets aside a checkpoint a killed writer left torn (cse.resume).
-INCOMPLETE_NAME = "_incomplete_checkpoints"
-# The run's logs, written by whatever launched it (python -m sweep) before the run starts.
-LAUNCHER_LOGS_NAME = "_logs"
-
-# The list of the files the run's export is moving from its staging folder into the directory
-# (cse.atomic.publish), there while they are moved.
-EXPORT_NAMES = "_export_names.json"
-
-PACKAGE = "cse"
-# The run directory's format: 1 since run_args.json says who wrote it; 0 stands for the runs before.
-RUN_FORMAT = 1
-LEGACY_FORMAT = 0
-# The key of run_args.json naming the package and the run format that wrote it.
-WRITTEN_BY_KEY = "written_by"
-WRITTEN_BY = {"package": PACKAGE, "format": RUN_FORMAT}
-# The file that makes a checkpoint folder this package's, written before any other file in it.
-CHECKPOINT_MARKER_NAME = "cse_checkpoint.json"
+from .run_names import (
+    ALL_RESULTS_NAME,
+    CHECKPOINT_MARKER_NAME,
+    CSE_CONFIG_NAME,
+    EXPORT_NAMES,
+    INCOMPLETE_NAME,
+    LAUNCHER_LOGS_NAME,
+    LEGACY_FORMAT,
+    LOCK_NAME,
+    PACKAGE,
+    RUN_ARGS_NAME,
+    RUN_FORMAT,
+    STAGING_NAME,
+    STSB_CORPUS_NAME,
+    TMP_SUFFIX,
+    TRAIN_RESULTS_NAME,
+    TRAINER_STATE_NAME,
+    WRITTEN_BY,
+    WRITTEN_BY_KEY,
+)
 
 _BEFORE_SETTINGS = (LOCK_NAME, STSB_CORPUS_NAME, LAUNCHER_LOGS_NAME, RUN_ARGS_NAME + TMP_SUFFIX)
 _CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-\d+$")
@@ -80,9 +76,11 @@ _LOCK_RECORD = re.compile(r"\A(\d+(\n[^\n]*(\n(\d+\n?)?)?)?)?\Z")
 # What an interrupted run of this package writes into its directory besides checkpoints and its
 # export (cse.pipeline.finish_run; a killed write's temporary copy beside each; begin_checkpoint's
 # staging folders; TensorBoard's default logs).
+_TMP = re.escape(TMP_SUFFIX)
+_END_FILES = "|".join(map(re.escape, (TRAINER_STATE_NAME, ALL_RESULTS_NAME, TRAIN_RESULTS_NAME)))
 _RUN_WRITES = re.compile(
-    r"^((trainer_state|all_results|train_results|sts_\w+_results)\.json(\.tmp)?|cse_config\.json\.tmp|"
-    rf"{re.escape(STSB_CORPUS_NAME)}\.tmp\d+|\.{PREFIX_CHECKPOINT_DIR}-\d+\..+\.tmp|runs)$"
+    rf"^(({_END_FILES}|sts_\w+_results\.json)({_TMP})?|{re.escape(CSE_CONFIG_NAME)}{_TMP}|"
+    rf"{re.escape(STSB_CORPUS_NAME)}{_TMP}\d+|\.{PREFIX_CHECKPOINT_DIR}-\d+\..+{_TMP}|runs)$"
 )
 # How many of a directory's foreign entries a refusal names.
 FOREIGN_SHOWN = 5

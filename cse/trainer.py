@@ -29,8 +29,9 @@ from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .parts import Part, Step, StepLoss, total
 from .reliability import PROGRESS, NonFiniteGuard, check_finite_weights
-from .resume import TRAINER_STATE_NAME, check_checkpoint_matches, resolve_checkpoint, trainer_state
+from .resume import check_checkpoint_matches, resolve_checkpoint, trainer_state
 from .run_dir import begin_checkpoint
+from .run_names import TRAINER_STATE_NAME
 from .step_graph import StepGraphs, TensorLearningRate, WholeStep
 
 logger = logging.getLogger(__name__)

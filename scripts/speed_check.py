@@ -23,11 +23,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a file, not a module
 from cse.errors import CSEUsageError, run_cli  # noqa: E402
+from cse.run_names import TRAINER_STATE_NAME  # noqa: E402
 
 
 def loss_curve(run_dir: str) -> dict[int, float]:
     """``{step: loss}`` from a run's ``trainer_state.json``."""
-    path = os.path.join(run_dir, "trainer_state.json")
+    path = os.path.join(run_dir, TRAINER_STATE_NAME)
     if not os.path.isfile(path):
         raise CSEUsageError(f"{path} not found: is {run_dir} a finished training run's output directory?")
     with open(path, encoding="utf-8") as f:

@@ -18,20 +18,10 @@ import shlex
 from dataclasses import dataclass, field, replace
 
 from cse.errors import CSEUsageError
+from cse.run_names import CSE_CONFIG_NAME, JOB_LOCK_NAMES, LAUNCH_ARGS_NAME, LAUNCHER_LOGS_NAME, log_name
 
 from .record import REPO, Evaluation, Run, Table, record
 
-# cse.modeling.CSE_CONFIG_NAME: written last by a run, so it marks a finished one
-FINISHED_NAME = "cse_config.json"
-# The sweep's files inside a run's directory (logs, SLURM job records): the leading underscore keeps
-# them out of --push_to_hub uploads (cse.model_card.PUSH_IGNORE).
-# cse.run_dir.LAUNCHER_LOGS_NAME, which a run accepts in its directory before it starts (the driver
-# imports nothing that needs torch or transformers)
-LOGS_NAME = "_logs"
-# The run's key (Run.key), in LOGS_NAME; earlier sweeps wrote it beside the run, once it had finished
-LAUNCH_ARGS_NAME = "launch_args.txt"
-# The lock each job holds while a process of it runs (sweep.steps.job_holder), in LOGS_NAME
-JOB_LOCK_NAMES = {"run": "train.lock", "evaluations": "evaluations.lock"}
 CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
 
 
@@ -46,7 +36,7 @@ def table_scripts() -> list[str]:
 
 
 def launch_args_path(directory: str) -> str:
-    return os.path.join(directory, LOGS_NAME, LAUNCH_ARGS_NAME)
+    return os.path.join(directory, LAUNCHER_LOGS_NAME, LAUNCH_ARGS_NAME)
 
 
 def launch_args(directory: str) -> str | None:
@@ -61,7 +51,7 @@ def launch_args(directory: str) -> str | None:
 
 
 def is_finished(directory: str) -> bool:
-    return os.path.isfile(os.path.join(directory, FINISHED_NAME))
+    return os.path.isfile(os.path.join(directory, CSE_CONFIG_NAME))
 
 
 def last_checkpoint(directory: str) -> str | None:
@@ -75,11 +65,11 @@ def last_checkpoint(directory: str) -> str | None:
 
 
 def log_path(directory: str, name: str) -> str:
-    return os.path.join(directory, LOGS_NAME, f"{name}.log")
+    return os.path.join(directory, LAUNCHER_LOGS_NAME, log_name(name))
 
 
 def job_lock_path(directory: str, kind: str) -> str:
-    return os.path.join(directory, LOGS_NAME, JOB_LOCK_NAMES[kind])
+    return os.path.join(directory, LAUNCHER_LOGS_NAME, JOB_LOCK_NAMES[kind])
 
 
 @dataclass

@@ -30,9 +30,10 @@ import yaml
 
 from cse.atomic import write_json
 from cse.errors import CSEUsageError
+from cse.run_names import LAUNCHER_LOGS_NAME, SLURM_JOB_NAMES
 
 from . import estimate
-from .plan import LOGS_NAME, Plan
+from .plan import Plan
 from .progress import Progress
 from .report import end
 from .steps import (
@@ -293,7 +294,8 @@ class TableJob:
 
 
 def _record(directory: str, kind: str) -> str:
-    return os.path.join(directory, LOGS_NAME, f"slurm_{kind}")
+    """Where the id of the SLURM job of ``kind`` (``run``, ``evaluations``) for ``directory`` is kept."""
+    return os.path.join(directory, LAUNCHER_LOGS_NAME, SLURM_JOB_NAMES[kind])
 
 
 def _keep_id(path: str, job_id: str) -> None:
@@ -344,7 +346,7 @@ class SlurmExecutor:
         processes = self.settings.processes
         runs = {node.directory: train_job(node, processes) for node in plan.nodes if not node.finished}
         evaluations = {n.directory: evaluation_job(n, processes) for n in plan.nodes if n.evaluations}
-        records = {d: _read_id(_record(d, "job")) for d in runs}
+        records = {d: _read_id(_record(d, "run")) for d in runs}
         records.update({("evaluations", d): _read_id(_record(d, "evaluations")) for d in evaluations})
         table_record = os.path.join(state, "table_job")
         records["table"] = _read_id(table_record)
@@ -360,7 +362,7 @@ class SlurmExecutor:
                 handles = [executor.submit(SweepJob(job)) for job in new_runs]
             for job, handle in zip(new_runs, handles):
                 ids[job.node.directory] = handle.job_id
-                _keep_id(_record(job.node.directory, "job"), handle.job_id)
+                _keep_id(_record(job.node.directory, "run"), handle.job_id)
             submitted += len(new_runs)
         executor = make_executor(self.settings, folder, self.settings.gpus_per_job)
         for directory, job in evaluations.items():
@@ -385,8 +387,8 @@ class SlurmExecutor:
             )
             _keep_id(table_record, ids["table"])
         print(
-            f"{_submission(submitted, followed, ids['table'], table_submitted)}; logs in each run's {LOGS_NAME}/ "
-            f"and {folder}",
+            f"{_submission(submitted, followed, ids['table'], table_submitted)}; logs in each run's "
+            f"{LAUNCHER_LOGS_NAME}/ and {folder}",
             file=sys.stderr,
             flush=True,
         )

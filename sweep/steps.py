@@ -31,12 +31,11 @@ from dataclasses import dataclass, field
 import filelock
 
 from cse.atomic import write_text
+from cse.run_names import LOCK_NAME
 
 from .plan import Node, is_finished, job_lock_path, launch_args, launch_args_path, log_path
 from .record import REPO, Evaluation, Run
 
-# cse.run_dir.LOCK_NAME: the marker (PID and host) of the process training into a directory
-LOCK_NAME = ".cse_run.lock"
 # how long a job stopped by SIGTERM gets to stop at its step before the rest of its processes are killed
 STOP_GRACE_S = 120
 # how often a job that another live process holds is looked at again

@@ -18,7 +18,7 @@ from cse import diagnostics, registry
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
 from cse.losses import InfoNCELoss
 from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss
-from cse.losses.vadvcse import virtual_adversarial_loss
+from cse.losses.vadvcse import VirtualAdversarialSearch, virtual_adversarial_loss
 from cse.methods.vadvcse import MLPHeadEncoder, VAdvCSEArguments
 from cse.modeling import CSEModel
 from cse.resume import find_checkpoint
@@ -133,7 +133,10 @@ def test_sum_readings_are_the_mean_readings_times_d_and_n_exactly():
     noise = torch.randn(4, 6, generator=g, dtype=torch.float64)
     results = {
         reduction: virtual_adversarial_loss(
-            clean, lambda r: clean + r, noise, sigma=0.1, epsilon=0.5, step_size=0.3, reduction=reduction
+            clean,
+            lambda r: clean + r,
+            noise,
+            search=VirtualAdversarialSearch(sigma=0.1, epsilon=0.5, step_size=0.3, reduction=reduction),
         )
         for reduction in ("mean", "sum")
     }

@@ -15,8 +15,8 @@ from transformers import TrainingArguments
 
 from cse.arguments import check_launch
 from cse.errors import CSEUsageError
-from cse.reliability import LOCK_NAME
 from cse.resume import checkpoint_problem
+from cse.run_names import LOCK_NAME
 
 from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD
 

@@ -19,7 +19,7 @@ from cse.errors import CSEUsageError
 from cse.export import EXPORTABLE_POOLERS
 from cse.model_card import build_model_card
 from cse.modeling import CSEModel
-from cse.run_dir import WRITTEN_BY_KEY
+from cse.run_names import WRITTEN_BY_KEY
 from cse.textcnn import TextCNNAutoEncoder
 
 from .conftest import SENTEVAL, WIKI_HEAD

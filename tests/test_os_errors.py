@@ -21,8 +21,8 @@ from transformers import TrainerCallback, TrainingArguments
 
 import run_simcse
 from cse.errors import OS_ERROR_HINTS, human_size, run_cli
-from cse.reliability import LOCK_NAME
 from cse.resume import checkpoint_problem
+from cse.run_names import LOCK_NAME
 
 from .conftest import REPO, assert_nothing_written, overridden, refusal, tmpfs, train_argv
 

@@ -49,7 +49,7 @@ def test_only_an_earlier_quick_start_s_results_are_removed(tmp_path):
     import subprocess
     import sys
 
-    from cse.run_dir import RUN_FORMAT, WRITTEN_BY_KEY
+    from cse.run_names import RUN_FORMAT, WRITTEN_BY_KEY
 
     from .conftest import REPO
 

@@ -30,9 +30,10 @@ from cse.atomic import write_json
 from cse.errors import CSEUsageError
 from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
 from cse.parts import Part
-from cse.reliability import LOCK_NAME, PROGRESS, NonFiniteGuard, interruption_error, output_dir_lock
+from cse.reliability import PROGRESS, NonFiniteGuard, interruption_error, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
-from cse.run_dir import CHECKPOINT_MARKER_NAME, INCOMPLETE_NAME, begin_checkpoint
+from cse.run_dir import begin_checkpoint
+from cse.run_names import CHECKPOINT_MARKER_NAME, INCOMPLETE_NAME, LOCK_NAME
 from cse.trainer import CSETrainer
 
 from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args, tiny_run, train_argv

@@ -13,7 +13,8 @@ from transformers import TrainingArguments
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
 from cse.data import CorpusStatistics
 from cse.errors import CSEUsageError
-from cse.resume import RUN_ARGS_NAME, checkpoint_problem, find_checkpoint, last_complete_checkpoint, model_selection
+from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint, model_selection
+from cse.run_names import RUN_ARGS_NAME
 
 from .conftest import DATA, WIKI_HEAD, fake_checkpoint
 

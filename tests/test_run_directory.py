@@ -16,7 +16,8 @@ import pytest
 
 import run_simcse
 from cse.errors import CSEUsageError
-from cse.run_dir import (
+from cse.run_dir import begin_checkpoint, check_run_directory, foreign_entries, is_run_checkpoint, run_format
+from cse.run_names import (
     CHECKPOINT_MARKER_NAME,
     INCOMPLETE_NAME,
     LAUNCHER_LOGS_NAME,
@@ -27,11 +28,6 @@ from cse.run_dir import (
     STSB_CORPUS_NAME,
     WRITTEN_BY,
     WRITTEN_BY_KEY,
-    begin_checkpoint,
-    check_run_directory,
-    foreign_entries,
-    is_run_checkpoint,
-    run_format,
 )
 from cse.stsb_corpus import write_stsb_corpus
 

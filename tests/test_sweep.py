@@ -169,7 +169,8 @@ def test_a_failed_run_leaves_the_others_and_its_cells_missing(tiny):
 def test_a_run_accepts_the_directory_the_sweep_prepared_for_it(tmp_path):
     """The driver writes a run's log, its key and its job's lock into its directory before launching
     it: the run must take that directory for its own, not for a directory of someone else's files."""
-    from cse.run_dir import LAUNCHER_LOGS_NAME, check_run_directory
+    from cse.run_dir import check_run_directory
+    from cse.run_names import LAUNCHER_LOGS_NAME
     from sweep.plan import job_lock_path, launch_args_path
 
     run = str(tmp_path / "run")
@@ -181,19 +182,12 @@ def test_a_run_accepts_the_directory_the_sweep_prepared_for_it(tmp_path):
     check_run_directory(run)
 
 
-def test_the_sweep_names_a_run_s_files_as_the_runs_do_and_imports_no_torch():
-    """The driver keeps its own copies of the names of a run's files (cse.run_dir imports transformers,
-    which the driver does without): they are the runs' names."""
-    from cse import run_dir
-    from sweep import plan, steps
-
-    assert (plan.FINISHED_NAME, plan.LOGS_NAME, steps.LOCK_NAME) == (
-        run_dir.CSE_CONFIG_NAME,
-        run_dir.LAUNCHER_LOGS_NAME,
-        run_dir.LOCK_NAME,
-    )
+def test_the_sweep_and_the_names_of_a_run_s_files_import_no_torch():
+    """The driver, and the names of a run's files it shares with the runs (cse.run_names), import
+    neither torch nor transformers: python3 -m sweep runs without them."""
     code = (
-        "import sys, sweep.cli, sweep.local, sweep.slurm; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+        "import sys, cse.run_names, sweep.cli, sweep.local, sweep.slurm; "
+        "print(sorted({'torch', 'transformers'} & set(sys.modules)))"
     )
     assert subprocess.check_output([sys.executable, "-c", code], cwd=REPO, text=True) == "[]\n"
 

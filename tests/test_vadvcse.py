@@ -22,6 +22,7 @@ from cse.data import TwoViewCollator
 from cse.losses import InfoNCELoss
 from cse.losses.vadvcse import (
     VirtualAdversarialLoss,
+    VirtualAdversarialSearch,
     ascent_direction,
     divergence,
     project,
@@ -157,9 +158,8 @@ def test_ascent_raises_the_divergence_within_the_ball_and_leaves_no_parameter_gr
     noise = torch.randn(*mask.shape, 32)
     sigma = epsilon / 100
     start = divergence(name, clean, closure(sigma * noise * mask[..., None])).mean()
-    r, loss = virtual_adversarial_loss(
-        clean, closure, noise, mask, divergence_name=name, norm=norm, sigma=sigma, epsilon=epsilon, step_size=step
-    )
+    search = VirtualAdversarialSearch(divergence=name, norm=norm, sigma=sigma, epsilon=epsilon, step_size=step)
+    r, loss = virtual_adversarial_loss(clean, closure, noise, mask, search)
     assert loss.item() > start.item() > 0
     assert all(p.grad is None for p in encoder.parameters())  # the search took gradients of r only
     sizes = r.flatten(1).norm(dim=1) if norm == "l2" else r.flatten(1).abs().amax(dim=1)
@@ -565,12 +565,9 @@ def test_one_ascent_step_equals_its_closed_form(norm, normalize):
         clean,
         lambda r: clean + r,
         noise,
-        divergence_name="kl",
-        norm=norm,
-        sigma=sigma,
-        epsilon=eps,
-        step_size=eta,
-        normalize_gradient=normalize,
+        search=VirtualAdversarialSearch(
+            divergence="kl", norm=norm, sigma=sigma, epsilon=eps, step_size=eta, normalize_gradient=normalize
+        ),
     )
     c, r0 = clean.numpy(), sigma * noise.numpy()
     softmax = lambda x: np.exp(x) / np.exp(x).sum(1, keepdims=True)  # noqa: E731

@@ -20,6 +20,7 @@ from torch import nn
 
 from .. import citations
 from ..distributed import all_gather_with_grad
+from .settings import POSITIVE, keep_settings
 
 
 def cosine_logits(anchors: torch.Tensor, candidates: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -75,10 +76,9 @@ class InfoNCELoss(nn.Module):
 
     def __init__(self, temperature: float = 0.05, gather_across_devices: bool = True):
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
-        self.temperature = temperature
-        self.gather_across_devices = gather_across_devices
+        keep_settings(
+            self, {"temperature": POSITIVE}, temperature=temperature, gather_across_devices=gather_across_devices
+        )
 
     def forward(self, anchors: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         if self.gather_across_devices:

@@ -51,8 +51,13 @@ from torch import nn
 from .. import citations
 from ..distributed import all_gather_with_grad
 from .infonce import LogitBlock, cosine_logits, mean_cross_entropy
+from .settings import POSITIVE, Rule, keep_settings, one_of
 
 LOSS_FORMS = ("released", "paper")
+# lambda, the weight of the positive in the mixed negative (a refusal says why 1 is out).
+MIX_LAMBDA = Rule(
+    lambda value: not 0.0 <= value < 1.0, "must lie in [0, 1)", why=": at 1 the mixed negative is the positive itself"
+)
 
 
 def next_row(x: torch.Tensor) -> torch.Tensor:
@@ -106,20 +111,16 @@ class MixCSELoss(nn.Module):
         gather_across_devices: bool = True,
     ):
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
-        if not 0.0 <= mix_lambda < 1.0:
-            raise ValueError(
-                f"mix_lambda must lie in [0, 1), got {mix_lambda}: at 1 the mixed negative is the positive itself"
-            )
-        if form not in LOSS_FORMS:
-            raise ValueError(f"form must be one of {', '.join(LOSS_FORMS)}, got {form!r}")
-        self.temperature = temperature
-        self.mix_lambda = mix_lambda
-        self.form = form
-        self.single = single
-        self.stop_gradient = stop_gradient
-        self.gather_across_devices = gather_across_devices
+        keep_settings(
+            self,
+            {"temperature": POSITIVE, "mix_lambda": MIX_LAMBDA, "form": one_of(LOSS_FORMS)},
+            temperature=temperature,
+            mix_lambda=mix_lambda,
+            form=form,
+            single=single,
+            stop_gradient=stop_gradient,
+            gather_across_devices=gather_across_devices,
+        )
 
     def _mixed(self, x: torch.Tensor) -> torch.Tensor:
         mixed = mix(x, self.mix_lambda)

@@ -30,8 +30,11 @@ import torch
 from torch import nn
 
 from .. import citations
+from .settings import NON_NEGATIVE, Rule, keep_settings, one_of
 
 REDUCTIONS = ("mean", "sum")
+# theta of Eq. 8: a floor under the weight 1 - lambda freq(w), itself a weight.
+THETA = Rule(lambda value: not 0.0 <= value <= 1.0, "must lie in [0, 1] (a weight floor under 1 - lambda freq)")
 
 logger = logging.getLogger(__name__)
 
@@ -90,16 +93,14 @@ class SelfAdaptiveReconstructionLoss(nn.Module):
         reduction: str = "mean",
     ):
         super().__init__()
-        if reduction not in REDUCTIONS:
-            raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
-        if not 0.0 <= theta <= 1.0:
-            raise ValueError(f"theta must lie in [0, 1] (a weight floor under 1 - lambda freq), got {theta}")
-        if freq_lambda < 0:
-            raise ValueError(f"freq_lambda must not be negative, got {freq_lambda}")
-        self.theta = theta
-        self.freq_lambda = freq_lambda
-        self.self_adaptive = self_adaptive
-        self.reduction = reduction
+        keep_settings(
+            self,
+            {"reduction": one_of(REDUCTIONS), "theta": THETA, "freq_lambda": NON_NEGATIVE},
+            theta=theta,
+            freq_lambda=freq_lambda,
+            self_adaptive=self_adaptive,
+            reduction=reduction,
+        )
         self.special_ids = sorted(set(special_ids))
         self.register_buffer("special_id_tensor", torch.tensor(self.special_ids, dtype=torch.long), persistent=False)
         # Counted once on the training sentences (set_counts); the trainer saves it with every

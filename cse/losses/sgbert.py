@@ -28,6 +28,7 @@ from torch import nn
 from .. import citations
 from ..distributed import all_gather_with_grad
 from .infonce import cosine_logits
+from .settings import NON_NEGATIVE, POSITIVE, keep_settings, one_of
 
 LOSS_VARIANTS = ("base", "opt1", "opt2", "opt3")
 
@@ -82,16 +83,18 @@ class SelfGuidedLoss(nn.Module):
         self, variant: str = "opt3", temperature: float = 0.01, reg_lambda: float = 0.1, gather_across_devices=True
     ):
         super().__init__()
-        if variant not in LOSS_VARIANTS:
-            raise ValueError(f"loss variant must be one of {', '.join(LOSS_VARIANTS)}, got {variant!r}")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
-        if reg_lambda < 0:
-            raise ValueError(f"reg_lambda must not be negative, got {reg_lambda}")
-        self.variant = variant
-        self.temperature = temperature
-        self.reg_lambda = reg_lambda
-        self.gather_across_devices = gather_across_devices
+        keep_settings(
+            self,
+            {
+                "variant": one_of(LOSS_VARIANTS, name="loss variant"),
+                "temperature": POSITIVE,
+                "reg_lambda": NON_NEGATIVE,
+            },
+            variant=variant,
+            temperature=temperature,
+            reg_lambda=reg_lambda,
+            gather_across_devices=gather_across_devices,
+        )
 
     @property
     def uses_all_views(self) -> bool:

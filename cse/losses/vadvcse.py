@@ -30,8 +30,10 @@ clean and perturbed distributions agree to ~1e-5, below float32's resolution of 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -41,9 +43,51 @@ from ..distributed import world_size
 
 DIVERGENCES = ("kl", "symmetric_kl", "js")
 NORMS = ("l2", "linf")
-# The options of the perturbation search (constructor arguments of VirtualAdversarialLoss).
-SEARCH_OPTIONS = ("divergence", "norm", "sigma", "epsilon", "step_size", "num_steps", "normalize_gradient")
 REDUCTIONS = ("mean", "sum")
+
+
+@dataclass(frozen=True)
+class VirtualAdversarialSearch:
+    """Algorithm 1's options, checked when given (the defaults are the paper's).
+
+    Args:
+        divergence: F, ``kl``, ``symmetric_kl`` or ``js`` (Eqs. 11-14; JS is the paper's best, Table 5).
+        norm: ``l2`` or ``linf``, of the ball and of the ascent step.
+        sigma: standard deviation of the random start (Algorithm 1's sigma).
+        epsilon: radius of the ball.
+        step_size: eta.
+        num_steps: K (1 in the paper, after Miyato et al., 2018).
+        normalize_gradient: step along the norm's steepest-ascent direction (default) or along g_i,
+            the gradient of example i's F_i.
+        reduction: ``mean`` or ``sum`` of F over the rows.
+    """
+
+    divergence: str = "js"
+    norm: str = "linf"
+    sigma: float = 1e-5
+    epsilon: float = 1e-5
+    step_size: float = 1e-3
+    num_steps: int = 1
+    normalize_gradient: bool = True
+    reduction: str = "mean"
+
+    def __post_init__(self):
+        if self.divergence not in DIVERGENCES:
+            raise ValueError(f"unknown divergence {self.divergence!r}; choose one of {', '.join(DIVERGENCES)}")
+        if self.norm not in NORMS:
+            raise ValueError(f"unknown norm {self.norm!r}; choose one of {', '.join(NORMS)}")
+        if self.sigma < 0 or self.step_size < 0 or self.epsilon <= 0:
+            raise ValueError(
+                f"need sigma >= 0, step_size >= 0, epsilon > 0; got {self.sigma}, {self.step_size}, {self.epsilon}"
+            )
+        if self.num_steps < 1:
+            raise ValueError(f"num_steps (K) must be at least 1, got {self.num_steps}")
+        if self.reduction not in REDUCTIONS:
+            raise ValueError(f"unknown reduction {self.reduction!r}; choose one of {', '.join(REDUCTIONS)}")
+
+
+# The options of the perturbation search but its reduction (which V-advCSE's flags name apart).
+SEARCH_OPTIONS = tuple(f.name for f in dataclasses.fields(VirtualAdversarialSearch) if f.name != "reduction")
 
 
 def _log_probs(logits: torch.Tensor) -> torch.Tensor:
@@ -103,15 +147,7 @@ def virtual_adversarial_loss(
     perturbed_logits: Callable[[torch.Tensor], torch.Tensor],
     noise: torch.Tensor,
     mask: torch.Tensor | None = None,
-    *,
-    divergence_name: str = "js",
-    norm: str = "linf",
-    sigma: float = 1e-5,
-    epsilon: float = 1e-5,
-    step_size: float = 1e-3,
-    num_steps: int = 1,
-    normalize_gradient: bool = True,
-    reduction: str = "mean",
+    search: VirtualAdversarialSearch = VirtualAdversarialSearch(),
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Algorithm 1: the perturbation r_vadv and L_vadv = mean (or sum) over rows of F(clean, perturbed(r_vadv)).
 
@@ -120,10 +156,7 @@ def virtual_adversarial_loss(
         perturbed_logits: ``r -> (n, c)`` logits of p(y|x + r, theta).
         noise: a standard normal draw shaped like r; the random start is ``sigma * noise``.
         mask: ``noise``'s leading dimensions, 1 where r may be non-zero (real tokens), 0 elsewhere.
-        divergence_name, norm, sigma, epsilon, step_size, num_steps: F, ||.||_p, sigma, eps, eta, K.
-        normalize_gradient: step along the norm's steepest-ascent direction (default) or along g_i,
-            the gradient of example i's F_i.
-        reduction: ``mean`` or ``sum`` of F over the rows.
+        search: F, ||.||_p, sigma, eps, eta, K, the ascent direction and the reduction.
 
     Returns ``(r_vadv, L_vadv)``: r detached; L_vadv (float64) carries the gradient of the last
     ``perturbed_logits(r_vadv)`` call only. The search's gradients are taken with respect to r alone,
@@ -132,37 +165,26 @@ def virtual_adversarial_loss(
     then computes the same F, whose gradient that gather returns summed over the processes, so it
     is divided by their number here.
     """
-    if num_steps < 1:
-        raise ValueError(f"num_steps (K) must be at least 1, got {num_steps}")
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"unknown reduction {reduction!r}; choose one of {', '.join(REDUCTIONS)}")
     clean_logits = clean_logits.detach()
     keep = None if mask is None else mask.reshape(*mask.shape, *([1] * (noise.dim() - mask.dim()))).to(noise.dtype)
     masked = (lambda t: t) if keep is None else (lambda t: t * keep)  # noqa: E731
-    r = masked(sigma * noise)
-    for _ in range(num_steps):
+    r = masked(search.sigma * noise)
+    for _ in range(search.num_steps):
         r = r.detach().requires_grad_(True)
         with torch.enable_grad():
-            f = divergence(divergence_name, clean_logits, perturbed_logits(r)).sum()
+            f = divergence(search.divergence, clean_logits, perturbed_logits(r)).sum()
             (g,) = torch.autograd.grad(f, r)
         g = g / world_size()
-        step = ascent_direction(masked(g), norm) if normalize_gradient else g
-        r = masked(project(r.detach() + step_size * step, epsilon, norm))
-    f = divergence(divergence_name, clean_logits, perturbed_logits(r))
-    return r, f.sum() if reduction == "sum" else f.mean()
+        step = ascent_direction(masked(g), search.norm) if search.normalize_gradient else g
+        r = masked(project(r.detach() + search.step_size * step, search.epsilon, search.norm))
+    f = divergence(search.divergence, clean_logits, perturbed_logits(r))
+    return r, f.sum() if search.reduction == "sum" else f.mean()
 
 
 class VirtualAdversarialLoss(nn.Module):
-    """Algorithm 1's options, for :func:`virtual_adversarial_loss`.
-
-    Args:
-        divergence: F, ``kl``, ``symmetric_kl`` or ``js`` (Eqs. 11-14; JS is the paper's best, Table 5).
-        norm: ``l2`` or ``linf``, of the ball and of the ascent step.
-        sigma: standard deviation of the random start (Algorithm 1's sigma).
-        epsilon: radius of the ball.
-        step_size: eta.
-        num_steps: K (1 in the paper, after Miyato et al., 2018).
-        normalize_gradient, reduction: see :func:`virtual_adversarial_loss`.
+    """:func:`virtual_adversarial_loss` as a module; its arguments are those of
+    :class:`VirtualAdversarialSearch`, in its order (refused when built: a bad value never reaches a
+    step).
 
     Relations: an added term, lambda * L_vadv on top of InfoNCE (Eq. 10); ``run_vadvcse.py
     --vadv_lambda 0`` leaves InfoNCE (SimCSE with the BatchNorm head). ``divergence="kl"`` is VAT's
@@ -182,47 +204,12 @@ class VirtualAdversarialLoss(nn.Module):
 
     citation = citations.VADVCSE
 
-    def __init__(
-        self,
-        divergence: str = "js",
-        norm: str = "linf",
-        sigma: float = 1e-5,
-        epsilon: float = 1e-5,
-        step_size: float = 1e-3,
-        num_steps: int = 1,
-        normalize_gradient: bool = True,
-        reduction: str = "mean",
-    ):
+    def __init__(self, *args, **kwargs):
         super().__init__()
-        if divergence not in DIVERGENCES:
-            raise ValueError(f"unknown divergence {divergence!r}; choose one of {', '.join(DIVERGENCES)}")
-        if norm not in NORMS:
-            raise ValueError(f"unknown norm {norm!r}; choose one of {', '.join(NORMS)}")
-        if sigma < 0 or step_size < 0 or epsilon <= 0:
-            raise ValueError(f"need sigma >= 0, step_size >= 0, epsilon > 0; got {sigma}, {step_size}, {epsilon}")
-        if num_steps < 1:
-            raise ValueError(f"num_steps (K) must be at least 1, got {num_steps}")
-        if reduction not in REDUCTIONS:
-            raise ValueError(f"unknown reduction {reduction!r}; choose one of {', '.join(REDUCTIONS)}")
-        self.divergence, self.norm = divergence, norm
-        self.sigma, self.epsilon, self.step_size, self.num_steps = sigma, epsilon, step_size, num_steps
-        self.normalize_gradient, self.reduction = normalize_gradient, reduction
+        self.search = VirtualAdversarialSearch(*args, **kwargs)
 
     def forward(self, clean_logits, perturbed_logits, noise, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
-        return virtual_adversarial_loss(
-            clean_logits,
-            perturbed_logits,
-            noise,
-            mask,
-            divergence_name=self.divergence,
-            norm=self.norm,
-            sigma=self.sigma,
-            epsilon=self.epsilon,
-            step_size=self.step_size,
-            num_steps=self.num_steps,
-            normalize_gradient=self.normalize_gradient,
-            reduction=self.reduction,
-        )
+        return virtual_adversarial_loss(clean_logits, perturbed_logits, noise, mask, self.search)
 
     def get_config_dict(self) -> dict:
-        return {name: getattr(self, name) for name in (*SEARCH_OPTIONS, "reduction")}
+        return dataclasses.asdict(self.search)

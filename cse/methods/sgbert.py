@@ -39,7 +39,7 @@ from ..parts import EVERY_PART, SLOTS, Part
 from ..pooling import masked_max, masked_mean
 from ..ranges import RANGE, at_least, check_choices, check_fields, non_negative
 from ..registry import BenchShape, MethodRecord, register
-from ..run_dir import STSB_CORPUS_NAME
+from ..run_names import STSB_CORPUS_NAME
 from ..stsb_corpus import write_stsb_corpus
 from ..trainer import CSETrainer
 
