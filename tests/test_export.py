@@ -13,10 +13,10 @@ from transformers import AutoModel, AutoTokenizer
 
 import run_sarcse
 from cse import composition
-from cse.autoencoding import SARCSEModel
+from cse.encoders.autoencoding import SARCSEModel
+from cse.encoders.textcnn import TextCNNAutoEncoder
 from cse.export import EXPORTABLE_POOLERS
 from cse.modeling import CSEModel, load_model
-from cse.textcnn import TextCNNAutoEncoder
 
 from .conftest import REPO, WIKI_HEAD, run_simcse, tiny_run, train_argv
 

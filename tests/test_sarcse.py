@@ -17,17 +17,17 @@ from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 import senteval_eval
 from cse.arguments import ModelArguments
+from cse.encoders.autoencoding import SARCSEModel
+from cse.encoders.textcnn import TextCNNAutoEncoder
 from cse.errors import CSEUsageError
 from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss, count_tokens
 from cse.methods import sarcse
 from cse.methods.sarcse import (
     TOKEN_COUNTS_NAME,
     SARCSEArguments,
-    SARCSEModel,
     build_model,
 )
 from cse.modeling import load_model
-from cse.textcnn import TextCNNAutoEncoder
 
 from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, launches, make_sarcse_trainer, small_sarcse_args
 
@@ -306,7 +306,7 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
     assert report["pooler"] == "textcnn"
     config = json.loads((tmp_path / "cse_config.json").read_text())
     # the class is this package's (an export names no code to run), read by its module alone
-    assert config["model_class"] == "cse.autoencoding:SARCSEModel"
+    assert config["model_class"] == "cse.encoders.autoencoding:SARCSEModel"
     for other in ("os:system", "unheard-of"):
         (tmp_path / "cse_config.json").write_text(json.dumps({**config, "model_class": other}))
         with pytest.raises(CSEUsageError, match=f"names no encoder class of this package \\('{other}'\\)"):
@@ -534,7 +534,7 @@ def test_run_sarcse_with_each_ablation(tiny_roberta, tmp_path, flags):
     with open(os.path.join(out, "cse_config.json")) as f:
         config = json.load(f)
     assert (config["model_class"], config["pooler"], config["autoencoder"]["decoder"]) == (
-        "cse.autoencoding:SARCSEModel",
+        "cse.encoders.autoencoding:SARCSEModel",
         "textcnn",
         decoder,
     )
