@@ -324,6 +324,35 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr[-2000:]
 
 
+# cse_config.json of a SARCSE export written before the encoders moved to cse.encoders (recorded
+# from such an export of small_sarcse_args()'s model): the class by its former module.
+FORMER_CSE_CONFIG = {
+    "model_class": "cse.autoencoding:SARCSEModel",
+    "pooler": "textcnn",
+    "autoencoder": {
+        "hidden_size": 32,
+        "kernel_sizes": [3, 4, 5],
+        "textcnn_channels": 8,
+        "cnn_channels": 3,
+        "decoder": True,
+    },
+    "detach_target": False,
+}
+
+
+def test_an_export_naming_the_former_module_of_sarcses_class_loads(tiny_roberta, tmp_path):
+    """An export whose cse_config.json names cse.autoencoding:SARCSEModel loads as the class at its
+    new path (cse.encoders.autoencoding), with the same Z."""
+    torch.manual_seed(0)
+    model = build_model(ModelArguments(model_name_or_path=tiny_roberta), small_sarcse_args())
+    model.save_pretrained(str(tmp_path))
+    (tmp_path / "cse_config.json").write_text(json.dumps(FORMER_CSE_CONFIG))
+    sentences = ["a man plays a guitar", "the weather is cold today", "ok"]
+    loaded = load_model(str(tmp_path))
+    assert type(loaded) is SARCSEModel and loaded.autoencoder.has_decoder
+    torch.testing.assert_close(loaded.encode(sentences), model.encode(sentences), rtol=0, atol=0)
+
+
 # --- the trainer: the token-count table, resume --------------------------------------------------
 
 
