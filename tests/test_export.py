@@ -103,7 +103,7 @@ def test_a_sarcse_export_loads_in_sentence_transformers_with_its_z(tiny_roberta,
         ]
     # the module's code is the package's own files, as they are
     for name in ("sarcse_embedding.py", "textcnn.py"):
-        with open(os.path.join(out, name)) as copied, open(os.path.join(REPO, "cse", name)) as source:
+        with open(os.path.join(out, name)) as copied, open(os.path.join(REPO, "cse", "encoders", name)) as source:
             assert copied.read() == source.read()
     # its weights are the autoencoder's encoder (Eqs. 3-4), as the export's autoencoder holds them
     module = load_file(os.path.join(out, "1_SARCSEEmbedding", "model.safetensors"))
