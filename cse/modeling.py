@@ -554,7 +554,10 @@ def load_encoder(model_args, pooler_type: str | None = None, mlp_only_train: boo
 # directory cannot make the loader import arbitrary code. Exports written before ``model_class`` was
 # recorded name SARCSE's encoder by ``model_kind: sarcse``.
 MODEL_CLASS_PACKAGE = "cse."
-LEGACY_MODEL_KINDS = {"sarcse": "cse.autoencoding:SARCSEModel"}
+LEGACY_MODEL_KINDS = {"sarcse": "cse.encoders.autoencoding:SARCSEModel"}
+# Where a class an export may name has moved since (``old module:name`` -> ``new``): a directory
+# exported before the move still loads.
+MOVED_MODEL_CLASSES = {"cse.autoencoding:SARCSEModel": "cse.encoders.autoencoding:SARCSEModel"}
 
 
 def model_class_path(model_class: type) -> str:
@@ -577,7 +580,7 @@ def exported_class(model_dir: str, config: dict) -> type:
             f"({config.get('model_class') or config.get('model_kind')!r})",
             hint="load it with the code that exported it",
         )
-    module, name = path.split(":")
+    module, name = MOVED_MODEL_CLASSES.get(path, path).split(":")
     return getattr(importlib.import_module(module), name)
 
 

@@ -445,6 +445,15 @@ QUIET_CPU = dict(
 )
 
 
+def preset_trainer(*parts, **trainer_args):
+    """The trainer of a preset for a test that builds its own model, loss and parts: ``CSETrainer``
+    running ``parts`` (a method's part, its objects set where the test gives its own), as the method's
+    run script does with the part it builds from its flags."""
+    from cse.trainer import CSETrainer
+
+    return CSETrainer(parts=list(parts), **trainer_args)
+
+
 def small_sarcse_args(**kwargs):
     from cse.methods.sarcse import SARCSEArguments
 
@@ -459,7 +468,7 @@ def make_sarcse_trainer(model_dir, out, sarcse_args=None, *, max_steps=4, callba
     from cse.arguments import CSETrainingArguments, ModelArguments
     from cse.data import TwoViewCollator
     from cse.losses import InfoNCELoss
-    from cse.methods.sarcse import SARCSETrainer, build_model, reconstruction_loss
+    from cse.methods.sarcse import SARCSE, SARCSEArguments, build_model, reconstruction_loss
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     dataset = datasets.Dataset.from_dict(dict(tok(SENTENCES, truncation=True, max_length=32)))
@@ -478,7 +487,12 @@ def make_sarcse_trainer(model_dir, out, sarcse_args=None, *, max_steps=4, callba
         seed=0,
     )
     args.update(training)
-    return SARCSETrainer(
+    # The part takes Eq. 12's weights alone: the model and its loss come from sarcse_args, so that a
+    # model without a decoder meets a part that needs one (and is refused).
+    part = SARCSE(SARCSEArguments(alpha=sarcse_args.alpha, beta=sarcse_args.beta, gamma=sarcse_args.gamma))
+    part.reconstruction_loss = reconstruction_loss(model, sarcse_args)
+    return preset_trainer(
+        part,
         model=model,
         args=CSETrainingArguments(**args),
         train_dataset=dataset,
@@ -487,10 +501,6 @@ def make_sarcse_trainer(model_dir, out, sarcse_args=None, *, max_steps=4, callba
         loss=InfoNCELoss(0.05),
         senteval_data_dir=SENTEVAL,
         callbacks=callbacks,
-        reconstruction_loss=reconstruction_loss(model, sarcse_args),
-        alpha=sarcse_args.alpha,
-        beta=sarcse_args.beta,
-        gamma=sarcse_args.gamma,
     )
 
 

@@ -18,10 +18,20 @@ from cse.arguments import CSETrainingArguments
 from cse.data import TwoViewCollator
 from cse.losses import InfoNCELoss
 from cse.losses.adcse import AdversarialInfoNCELoss
-from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments, AdCSETrainer
+from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSE, AdCSEArguments
 from cse.modeling import CSEModel
 
-from .conftest import DATA, QUIET_CPU, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, MomentumWeights, torchrun
+from .conftest import (
+    DATA,
+    QUIET_CPU,
+    REPO,
+    SENTENCES,
+    SENTEVAL,
+    WIKI_HEAD,
+    MomentumWeights,
+    preset_trainer,
+    torchrun,
+)
 
 # --- the loss ---------------------------------------------------------------------------------
 
@@ -180,7 +190,14 @@ def make_trainer(
         seed=seed,
     )
     args.update(training)
-    return AdCSETrainer(
+    flags = AdCSEArguments(
+        momentum=momentum,
+        adversary_learning_rate=adversary_learning_rate,
+        adversary_momentum=0.9,
+        adversary_weight_decay=adversary_weight_decay,
+    )
+    return preset_trainer(
+        AdCSE(flags),
         model=model,
         args=CSETrainingArguments(**args),
         train_dataset=dataset,
@@ -189,10 +206,6 @@ def make_trainer(
         loss=loss,
         senteval_data_dir=SENTEVAL,
         callbacks=callbacks,
-        momentum=momentum,
-        adversary_learning_rate=adversary_learning_rate,
-        adversary_momentum=0.9,
-        adversary_weight_decay=adversary_weight_decay,
     )
 
 

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from cse import citations, composition, registry
+from cse.encoders.mlp_head import MLPHeadEncoder
 from cse.errors import CSEUsageError
 from cse.methods.mixcse import MixCSEArguments
 from cse.methods.sarcse import SARCSEArguments, SARCSEModelArguments
-from cse.methods.vadvcse import MLPHeadEncoder
 
 from .composition_reference import adversary_gradient, mean_cross_entropy, sarcse_view, softmax_rows, token_weights
 from .conftest import REPO, SENTEVAL, train_argv

@@ -16,10 +16,11 @@ import run_sarcse
 import run_vadvcse
 from cse import diagnostics, registry
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
+from cse.encoders.mlp_head import MLPHeadEncoder
 from cse.losses import InfoNCELoss
 from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss
 from cse.losses.vadvcse import VirtualAdversarialSearch, virtual_adversarial_loss
-from cse.methods.vadvcse import MLPHeadEncoder, VAdvCSEArguments
+from cse.methods.vadvcse import VAdvCSEArguments
 from cse.modeling import CSEModel
 from cse.resume import find_checkpoint
 from cse.trainer import term_gradients

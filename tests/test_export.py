@@ -13,10 +13,10 @@ from transformers import AutoModel, AutoTokenizer
 
 import run_sarcse
 from cse import composition
-from cse.autoencoding import SARCSEModel
+from cse.encoders.autoencoding import SARCSEModel
+from cse.encoders.textcnn import TextCNNAutoEncoder
 from cse.export import EXPORTABLE_POOLERS
 from cse.modeling import CSEModel, load_model
-from cse.textcnn import TextCNNAutoEncoder
 
 from .conftest import REPO, WIKI_HEAD, run_simcse, tiny_run, train_argv
 
@@ -103,7 +103,7 @@ def test_a_sarcse_export_loads_in_sentence_transformers_with_its_z(tiny_roberta,
         ]
     # the module's code is the package's own files, as they are
     for name in ("sarcse_embedding.py", "textcnn.py"):
-        with open(os.path.join(out, name)) as copied, open(os.path.join(REPO, "cse", name)) as source:
+        with open(os.path.join(out, name)) as copied, open(os.path.join(REPO, "cse", "encoders", name)) as source:
             assert copied.read() == source.read()
     # its weights are the autoencoder's encoder (Eqs. 3-4), as the export's autoencoder holds them
     module = load_file(os.path.join(out, "1_SARCSEEmbedding", "model.safetensors"))

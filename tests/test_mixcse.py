@@ -19,11 +19,11 @@ from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, p
 from cse.data import TwoViewCollator
 from cse.evaluation import SentEvalSuite
 from cse.losses.mixcse import MixCSELoss
-from cse.methods.mixcse import MixCSEArguments, MixCSETrainer
+from cse.methods.mixcse import MixCSE, MixCSEArguments
 from cse.modeling import CSEModel
 from cse.results import load_paper_results
 
-from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, fake_tools, torchrun
+from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, fake_tools, preset_trainer, torchrun
 from .mixcse_ddp_worker import CONFIGS
 
 ABLATIONS = {"default": {}, "single": {"single": True}, "no_sg": {"stop_gradient": False}}
@@ -265,7 +265,10 @@ def widest_angle(x):
 
 def make_trainer(model_dir, tmp_path, train_dataset=None, selection_pooler=None, **args):
     tok = AutoTokenizer.from_pretrained(model_dir)
-    return MixCSETrainer(
+    part = MixCSE()
+    part.selection = selection_pooler  # the model-selection pooler (None: the model's evaluation pooler)
+    return preset_trainer(
+        part,
         model=CSEModel.from_pretrained(model_dir, pooler_type="cls", mlp_only_train=True),
         args=CSETrainingArguments(
             output_dir=str(tmp_path),
@@ -280,7 +283,6 @@ def make_trainer(model_dir, tmp_path, train_dataset=None, selection_pooler=None,
         train_dataset=train_dataset,
         loss=MixCSELoss(),
         senteval_data_dir=SENTEVAL,
-        selection_pooler=selection_pooler,
     )
 
 

@@ -14,13 +14,13 @@ from transformers import AutoModel, AutoTokenizer
 import cse.model_card
 import run_simcse
 from cse import citations
-from cse.autoencoding import SARCSEModel
+from cse.encoders.autoencoding import SARCSEModel
+from cse.encoders.textcnn import TextCNNAutoEncoder
 from cse.errors import CSEUsageError
 from cse.export import EXPORTABLE_POOLERS
 from cse.model_card import build_model_card
 from cse.modeling import CSEModel
 from cse.run_names import WRITTEN_BY_KEY
-from cse.textcnn import TextCNNAutoEncoder
 
 from .conftest import SENTEVAL, WIKI_HEAD
 

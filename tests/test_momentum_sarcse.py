@@ -16,8 +16,8 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, set_seed
 
 from cse.arguments import CSETrainingArguments, ModelArguments
-from cse.autoencoding import SARCSEModel, special_token_ids
 from cse.data import TwoViewCollator
+from cse.encoders.autoencoding import SARCSEModel, special_token_ids
 from cse.losses import InfoNCELoss
 from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.methods.adcse import AdCSE, AdCSEArguments
@@ -181,7 +181,7 @@ def test_two_steps_move_p_by_eq4_and_the_adversaries_and_autoencoder_and_export_
     # the export is SARCSE's: q's backbone and the autoencoder, read back as a SARCSEModel with q's Z
     export = tmp_path / "export"
     trainer.save_encoder(str(export))
-    assert read_cse_config(str(export))["model_class"] == "cse.autoencoding:SARCSEModel"
+    assert read_cse_config(str(export))["model_class"] == "cse.encoders.autoencoding:SARCSEModel"
     loaded = load_model(str(export))
     assert type(loaded) is SARCSEModel
     sentences = ["a man plays a guitar", "the weather is cold today", "ok"]

@@ -17,17 +17,17 @@ from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 import senteval_eval
 from cse.arguments import ModelArguments
+from cse.encoders.autoencoding import SARCSEModel
+from cse.encoders.textcnn import TextCNNAutoEncoder
 from cse.errors import CSEUsageError
 from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss, count_tokens
 from cse.methods import sarcse
 from cse.methods.sarcse import (
     TOKEN_COUNTS_NAME,
     SARCSEArguments,
-    SARCSEModel,
     build_model,
 )
 from cse.modeling import load_model
-from cse.textcnn import TextCNNAutoEncoder
 
 from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, launches, make_sarcse_trainer, small_sarcse_args
 
@@ -306,7 +306,7 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
     assert report["pooler"] == "textcnn"
     config = json.loads((tmp_path / "cse_config.json").read_text())
     # the class is this package's (an export names no code to run), read by its module alone
-    assert config["model_class"] == "cse.autoencoding:SARCSEModel"
+    assert config["model_class"] == "cse.encoders.autoencoding:SARCSEModel"
     for other in ("os:system", "unheard-of"):
         (tmp_path / "cse_config.json").write_text(json.dumps({**config, "model_class": other}))
         with pytest.raises(CSEUsageError, match=f"names no encoder class of this package \\('{other}'\\)"):
@@ -322,6 +322,35 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
     )
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr[-2000:]
+
+
+# cse_config.json of a SARCSE export written before the encoders moved to cse.encoders (recorded
+# from such an export of small_sarcse_args()'s model): the class by its former module.
+FORMER_CSE_CONFIG = {
+    "model_class": "cse.autoencoding:SARCSEModel",
+    "pooler": "textcnn",
+    "autoencoder": {
+        "hidden_size": 32,
+        "kernel_sizes": [3, 4, 5],
+        "textcnn_channels": 8,
+        "cnn_channels": 3,
+        "decoder": True,
+    },
+    "detach_target": False,
+}
+
+
+def test_an_export_naming_the_former_module_of_sarcses_class_loads(tiny_roberta, tmp_path):
+    """An export whose cse_config.json names cse.autoencoding:SARCSEModel loads as the class at its
+    new path (cse.encoders.autoencoding), with the same Z."""
+    torch.manual_seed(0)
+    model = build_model(ModelArguments(model_name_or_path=tiny_roberta), small_sarcse_args())
+    model.save_pretrained(str(tmp_path))
+    (tmp_path / "cse_config.json").write_text(json.dumps(FORMER_CSE_CONFIG))
+    sentences = ["a man plays a guitar", "the weather is cold today", "ok"]
+    loaded = load_model(str(tmp_path))
+    assert type(loaded) is SARCSEModel and loaded.autoencoder.has_decoder
+    torch.testing.assert_close(loaded.encode(sentences), model.encode(sentences), rtol=0, atol=0)
 
 
 # --- the trainer: the token-count table, resume --------------------------------------------------
@@ -534,7 +563,7 @@ def test_run_sarcse_with_each_ablation(tiny_roberta, tmp_path, flags):
     with open(os.path.join(out, "cse_config.json")) as f:
         config = json.load(f)
     assert (config["model_class"], config["pooler"], config["autoencoder"]["decoder"]) == (
-        "cse.autoencoding:SARCSEModel",
+        "cse.encoders.autoencoding:SARCSEModel",
         "textcnn",
         decoder,
     )

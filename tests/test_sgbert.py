@@ -19,20 +19,20 @@ import run_sgbert
 from cse import composition, stsb_corpus
 from cse.arguments import CSETrainingArguments, ModelArguments, parse_args
 from cse.data import TwoViewCollator
+from cse.encoders.self_guided import SelfGuidedEncoder
 from cse.losses.sgbert import ProjectionHead, SelfGuidedLoss
 from cse.methods.sgbert import (
-    SelfGuidedEncoder,
+    SGBERT,
     SGBERTArguments,
     SGDataArguments,
     SGModelArguments,
-    SGTrainer,
     SGTrainingArguments,
 )
 from cse.modeling import CSEModel
 from cse.results import load_paper_results
 from cse.stsb_corpus import stsb_sentences
 
-from .conftest import DATA, QUIET_CPU, REPO, SENTEVAL, launches, torchrun
+from .conftest import DATA, QUIET_CPU, REPO, SENTEVAL, launches, preset_trainer, torchrun
 
 SENTENCES = [
     "a plane is taking off",
@@ -261,13 +261,16 @@ def make_trainer(model_dir, out, *, variant="opt3", max_steps=3, batch=4, callba
     model = make_encoder(model_dir, projection_size=16, sample_views=not loss.uses_all_views)
     args = {**QUIET_CPU, "learning_rate": 1e-3, "adam_beta2": 0.9, "seed": seed, **training}
     args = CSETrainingArguments(str(out), per_device_train_batch_size=batch, max_steps=max_steps, **args)
-    return SGTrainer(
-        model,
-        args,
-        TwoViewCollator(tok),
-        dataset,
+    part = SGBERT()
+    part.objective = loss  # the part's objective is the loss: the trainer has no pairwise one
+    return preset_trainer(
+        part,
+        model=model,
+        args=args,
+        data_collator=TwoViewCollator(tok),
+        train_dataset=dataset,
         processing_class=tok,
-        loss=loss,
+        loss=None,
         senteval_data_dir=SENTEVAL,
         callbacks=callbacks,
     )

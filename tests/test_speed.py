@@ -22,7 +22,8 @@ from transformers import AutoModel, AutoTokenizer, TrainerCallback
 
 import cse.modeling
 from cse import registry
-from cse.autoencoding import SARCSEModel
+from cse.encoders.autoencoding import SARCSEModel
+from cse.encoders.self_guided import SelfGuidedEncoder
 from cse.losses import InfoNCELoss
 from cse.losses.adcse import AdversarialInfoNCELoss
 from cse.losses.mixcse import MixCSELoss
@@ -30,7 +31,6 @@ from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss
 from cse.losses.sgbert import SelfGuidedLoss
 from cse.losses.vadvcse import divergence
 from cse.methods.adcse import AdCSE, AdCSEArguments
-from cse.methods.sgbert import SelfGuidedEncoder
 from cse.modeling import CSEModel, prepared_attention_mask
 from cse.parts import Part
 from cse.trainer import CSETrainer

@@ -19,6 +19,7 @@ from transformers import AutoModel, AutoTokenizer, TrainerCallback
 import run_vadvcse
 from cse.arguments import CSETrainingArguments
 from cse.data import TwoViewCollator
+from cse.encoders.mlp_head import Float32BatchNorm1d, MLPHeadEncoder
 from cse.losses import InfoNCELoss
 from cse.losses.vadvcse import (
     VirtualAdversarialLoss,
@@ -29,17 +30,15 @@ from cse.losses.vadvcse import (
     virtual_adversarial_loss,
 )
 from cse.methods.vadvcse import (
-    Float32BatchNorm1d,
-    MLPHeadEncoder,
+    VAdvCSE,
     VAdvCSEArguments,
-    VAdvCSETrainer,
     perturbed_word_embeddings,
     replaying_rng,
 )
 from cse.modeling import CSEModel
 from cse.results import load_paper_results
 
-from .conftest import DATA, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, launches, torchrun
+from .conftest import DATA, REPO, SENTENCES, SENTEVAL, WIKI_HEAD, launches, preset_trainer, torchrun
 from .vadvcse_reference import (
     DDP_STEP_SIZES,
     RecordingSearch,
@@ -421,7 +420,10 @@ def test_batchnorm_head_refuses_one_sentence_batches(tiny_bert, tmp_path, monkey
     def trainer(n, batch, head="mlp_bn", **args):
         model = CSEModel.from_pretrained(tiny_bert, pooler_type="cls", mlp_only_train=True)
         model = MLPHeadEncoder.from_encoder(model, batch_norm=head == "mlp_bn")
-        return VAdvCSETrainer(
+        part = VAdvCSE()
+        part.vadv_loss = VirtualAdversarialLoss()
+        return preset_trainer(
+            part,
             model=model,
             args=CSETrainingArguments(
                 output_dir=str(tmp_path), per_device_train_batch_size=batch, use_cpu=True, report_to=[], **args
@@ -430,7 +432,6 @@ def test_batchnorm_head_refuses_one_sentence_batches(tiny_bert, tmp_path, monkey
             processing_class=tok,
             loss=InfoNCELoss(0.05),
             senteval_data_dir=SENTEVAL,
-            vadv_loss=VirtualAdversarialLoss(),
         )
 
     with pytest.raises(ValueError, match="last batch of one sentence"):
@@ -527,7 +528,10 @@ def test_resume_equals_an_uninterrupted_run(tiny_bert, tmp_path):
             disable_tqdm=True,
             seed=0,
         )
-        return VAdvCSETrainer(
+        part = VAdvCSE(VAdvCSEArguments(vadv_lambda=1.0))
+        part.vadv_loss = VirtualAdversarialLoss(epsilon=1e-2, step_size=1e-2)
+        return preset_trainer(
+            part,
             model=model,
             args=args,
             train_dataset=dataset,
@@ -536,8 +540,6 @@ def test_resume_equals_an_uninterrupted_run(tiny_bert, tmp_path):
             loss=InfoNCELoss(0.05),
             senteval_data_dir=SENTEVAL,
             callbacks=callbacks,
-            vadv_loss=VirtualAdversarialLoss(epsilon=1e-2, step_size=1e-2),
-            vadv_lambda=1.0,
         )
 
     straight = trainer(tmp_path / "straight")

@@ -6,9 +6,10 @@ import torch
 from transformers import AutoTokenizer
 
 from cse.data import TwoViewCollator
+from cse.encoders.mlp_head import MLPHeadEncoder
 from cse.losses import InfoNCELoss
 from cse.losses.vadvcse import VirtualAdversarialLoss
-from cse.methods.vadvcse import MLPHeadEncoder, vadv_term
+from cse.methods.vadvcse import vadv_term
 from cse.modeling import CSEModel
 from cse.parts import Step, total
 from cse.trainer import base_terms

@@ -1,7 +1,7 @@
 """SARCSE's self-adaptive reconstruction loss (Liu et al., arXiv 2402.15153, Sect. 2.3, Eqs. 8-10).
 
 For the N real tokens w_1..w_N of a sentence (``<s>``, ``</s>`` and padding are not reconstructed),
-their states x_i and the autoencoder's reconstructions x'_i (:mod:`cse.textcnn`):
+their states x_i and the autoencoder's reconstructions x'_i (:mod:`cse.encoders.textcnn`):
 
     f(w)  = max(theta, 1 - lambda * freq(w))                      (Eq. 8; theta = 0.1, lambda = 50)
     L_R   = (1/N) sum_i f(w_i) * MSE(x_i, x'_i)                    (Eq. 9)

@@ -15,7 +15,7 @@ the batch:
     averaged over the b (l + 1) pairs (i, k).
 
 Each adds lambda * L_reg with L_reg = ||theta_F - theta_T||^2 (Eq. of L^base and L^opt), which the
-model computes (:meth:`cse.methods.sgbert.SelfGuidedEncoder.parameter_distance`) and passes in.
+model computes (:meth:`cse.encoders.self_guided.SelfGuidedEncoder.parameter_distance`) and passes in.
 Under data parallelism c and the views are gathered, so b is the global batch.
 """
 

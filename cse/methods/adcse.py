@@ -36,7 +36,6 @@ from ..losses.adcse import LOSS_FORMS, AdversarialInfoNCELoss
 from ..parts import Part
 from ..ranges import RANGE, Range, at_least, check_choices, check_fields, non_negative, positive, probability
 from ..registry import BenchShape, MethodRecord, register
-from ..trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
 
@@ -393,30 +392,6 @@ def master_momentum_update(model, master: dict, m: float, deepspeed: bool) -> No
         q_fp32 = q[name].float() if q_fp32 is None else q_fp32
         master[name].mul_(m).add_(q_fp32.to(master[name].device), alpha=1.0 - m)
         p.copy_(master[name])
-
-
-class AdCSETrainer(CSETrainer):
-    """The preset of :class:`AdCSE` for code that builds its own model and loss: ``CSETrainer`` with
-    the part. The model's momentum backbone, if any (:meth:`cse.modeling.CSEModel.attach_momentum_backbone`),
-    follows q with momentum ``momentum``; the loss's adversaries, if any, ascend with
-    ``adversary_learning_rate``, ``adversary_momentum`` and ``adversary_weight_decay``."""
-
-    def __init__(
-        self,
-        *args,
-        momentum: float = 0.995,
-        adversary_learning_rate: float = 3e-3,
-        adversary_momentum: float = 0.9,
-        adversary_weight_decay: float = 1e-4,
-        **kwargs,
-    ):
-        flags = AdCSEArguments(
-            momentum=momentum,
-            adversary_learning_rate=adversary_learning_rate,
-            adversary_momentum=adversary_momentum,
-            adversary_weight_decay=adversary_weight_decay,
-        )
-        super().__init__(*args, parts=[AdCSE(flags)], **kwargs)
 
 
 RECORD = register(

@@ -30,7 +30,6 @@ from ..losses.mixcse import LOSS_FORMS, MixCSELoss
 from ..parts import Part
 from ..ranges import RANGE, Range, check_choices, check_fields
 from ..registry import BenchShape, MethodRecord, register
-from ..trainer import CSETrainer
 
 
 @dataclass
@@ -152,17 +151,6 @@ class MixCSE(Part):
             return {}
         sentences = dict.fromkeys(s for pairs in stsb.values() for s in pairs.sentences1 + pairs.sentences2)
         return {"stsb_largest_angle": largest_angle(np.stack([embeddings[s] for s in sentences]))}
-
-
-class MixCSETrainer(CSETrainer):
-    """The preset of :class:`MixCSE` for code that builds its own model and loss: ``CSETrainer`` with
-    the part, whose model-selection pooler is ``selection_pooler`` (``None``: the model's evaluation
-    pooler; other suites, the final test, always use the latter)."""
-
-    def __init__(self, *args, selection_pooler: str | None = None, **kwargs):
-        part = MixCSE()
-        part.selection = selection_pooler
-        super().__init__(*args, parts=[part], **kwargs)
 
 
 RECORD = register(

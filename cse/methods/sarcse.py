@@ -10,8 +10,8 @@ L_R+ (Eqs. 9-10, :mod:`cse.losses.reconstruction`) reconstruct the real tokens o
 
 The reconstruction is an add-on, not a fork of SimCSE's path ("plug-and-play", Sect. 1):
 
-* the encoder, :class:`~cse.autoencoding.SARCSEModel`, is a :class:`~cse.modeling.CSEModel` whose
-  pooler is the autoencoder (:mod:`cse.textcnn`): every forward returns Z, so any contrastive loss
+* the encoder, :class:`~cse.encoders.autoencoding.SARCSEModel`, is a :class:`~cse.modeling.CSEModel` whose
+  pooler is the autoencoder (:mod:`cse.encoders.textcnn`): every forward returns Z, so any contrastive loss
   sees Z; a training forward of two views also returns the tokens, their reconstruction and ids;
 * the part (:class:`SARCSE`) replaces the sentence embedding with that encoder, adds L_R and L_R+
   to whatever loss the other parts compute, and weighs all of it by alpha. It counts the token
@@ -29,16 +29,15 @@ from safetensors.torch import load_file, save_file
 
 from .. import citations
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
-from ..autoencoding import SARCSEModel, special_token_ids
 from ..batches import TokenRows
+from ..encoders.autoencoding import SARCSEModel, special_token_ids
+from ..encoders.textcnn import TextCNNAutoEncoder
 from ..errors import CSEUsageError
 from ..losses.reconstruction import REDUCTIONS, SelfAdaptiveReconstructionLoss, count_tokens
 from ..modeling import load_encoder
 from ..parts import EVERY_PART, Part, total
 from ..ranges import RANGE, at_least, check_choices, check_fields, non_negative, positive, probability
 from ..registry import BenchShape, MethodRecord, register
-from ..textcnn import TextCNNAutoEncoder
-from ..trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
 
@@ -308,26 +307,6 @@ class SARCSE(Part):
 
     def export(self, trainer, directory: str) -> None:
         self.save_token_counts(trainer, directory)
-
-
-class SARCSETrainer(CSETrainer):
-    """The preset of :class:`SARCSE` for code that builds its own model and loss: ``CSETrainer`` with
-    the part, Eq. 12 with ``alpha``, ``beta``, ``gamma`` and the reconstruction loss
-    ``reconstruction_loss`` (a :class:`~cse.losses.reconstruction.SelfAdaptiveReconstructionLoss`),
-    on a :class:`~cse.autoencoding.SARCSEModel` with a decoder."""
-
-    def __init__(
-        self,
-        *args,
-        reconstruction_loss: SelfAdaptiveReconstructionLoss,
-        alpha: float = 1.0,
-        beta: float = 2.5e-4,
-        gamma: float = 2.5e-4,
-        **kwargs,
-    ):
-        part = SARCSE(SARCSEArguments(alpha=alpha, beta=beta, gamma=gamma))
-        part.reconstruction_loss = reconstruction_loss
-        super().__init__(*args, parts=[part], **kwargs)
 
 
 RECORD = register(

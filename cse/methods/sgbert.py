@@ -22,31 +22,25 @@ released code's sum over all of them.
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 from dataclasses import dataclass, field
 
-import torch
 from transformers import EarlyStoppingCallback
 
 from .. import citations
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
+from ..encoders.self_guided import SAMPLERS, TOKEN_POOLINGS, SelfGuidedEncoder
 from ..errors import CSEUsageError
-from ..losses.sgbert import LOSS_VARIANTS, ProjectionHead, SelfGuidedLoss
-from ..modeling import CSEModel, load_encoder, view_of
+from ..losses.sgbert import LOSS_VARIANTS, SelfGuidedLoss
+from ..modeling import load_encoder
 from ..parts import EVERY_PART, SLOTS, Part
-from ..pooling import masked_max, masked_mean
 from ..ranges import RANGE, at_least, check_choices, check_fields, non_negative
 from ..registry import BenchShape, MethodRecord, register
 from ..run_names import STSB_CORPUS_NAME
 from ..stsb_corpus import write_stsb_corpus
-from ..trainer import CSETrainer
 
 logger = logging.getLogger(__name__)
-
-TOKEN_POOLINGS = ("max", "mean", "cls")
-SAMPLERS = ("uniform", "uniform_per_batch")
 
 
 # SG-BERT's defaults for the shared arguments, so that a run without a config file is the paper's
@@ -173,111 +167,6 @@ class SGBERTArguments:
             raise ValueError(f"--layers must name distinct layers, got {self.layers}")
 
 
-class SelfGuidedEncoder(CSEModel):
-    """BERT_T (``backbone``, its [CLS] before the pooling layer is c_i), BERT_F (``fixed_backbone``,
-    a frozen copy taken at construction) and the projection head f (``projection_head``, or none).
-
-    The training forward returns the projected c_i ``(b, D)``, the projected views ``(b, K, D)``
-    (``sample_views``: one per sentence, drawn by ``sampler``; else every layer of ``layers``) and
-    L_reg. The embedding forward, ``encode`` and ``save_pretrained`` are BERT_T's alone.
-    """
-
-    def __init__(
-        self,
-        backbone,
-        tokenizer,
-        token_pooling: str = "max",
-        layers: list[int] | None = None,
-        sample_views: bool = False,
-        sampler: str = "uniform",
-        projection_size: int | None = 4096,
-        fixed_encoder_dropout: bool = False,
-    ):
-        super().__init__(backbone, tokenizer, pooler_type="cls_before_pooler")
-        if token_pooling not in TOKEN_POOLINGS:
-            raise CSEUsageError(f"token pooling must be one of {', '.join(TOKEN_POOLINGS)}, got {token_pooling!r}")
-        if sampler not in SAMPLERS:
-            raise CSEUsageError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
-        embeddings = getattr(backbone, "embeddings", None)
-        if embeddings is None:
-            raise ValueError(f"{type(backbone).__name__} has no `embeddings` module (layer 0) to freeze")
-        num_layers = self.config.num_hidden_layers + 1
-        layers = list(range(num_layers)) if layers is None else list(layers)
-        outside = [k for k in layers if not 0 <= k < num_layers]
-        if outside:
-            raise CSEUsageError(f"layers {outside} do not exist: the encoder has layers 0..{num_layers - 1}")
-        self.token_pooling = token_pooling
-        self.layers = layers
-        self.sample_views = sample_views
-        self.sampler = sampler
-        self.fixed_encoder_dropout = fixed_encoder_dropout
-        embeddings.requires_grad_(False)  # footnote 5: "we also freeze the 0th layer of BERT_T"
-        self.fixed_backbone = copy.deepcopy(backbone).requires_grad_(False)
-        std = getattr(self.config, "initializer_range", 0.02)
-        head = None if projection_size is None else ProjectionHead(self.config.hidden_size, projection_size, std)
-        self.projection_head = head
-        # (theta_T, theta_F) lists for parameter_distance, built once: moving or loading the module
-        # keeps its parameter objects, walking two encoders' modules costs a millisecond a step, and a
-        # list built in the first compiled step would change a guard and recompile the second
-        pairs = self.parameter_pairs()
-        self._parameter_lists = ([t for _, t, _ in pairs], [f for _, _, f in pairs])
-        self.train(self.training)
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        # The Trainer puts the whole model in training mode every step; BERT_F stays deterministic.
-        if not self.fixed_encoder_dropout:
-            self.fixed_backbone.eval()
-        return self
-
-    def parameter_pairs(self) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-        """(name, theta_T, theta_F) for BERT_T's trainable parameters: the others equal BERT_F's."""
-        fixed = dict(self.fixed_backbone.named_parameters())
-        return [(name, p, fixed[name]) for name, p in self.backbone.named_parameters() if p.requires_grad]
-
-    def parameter_distance(self) -> torch.Tensor:
-        """L_reg = ||theta_F - theta_T||_2^2, in float32 (float64 for float64 weights): one multi-tensor
-        difference and norm over all parameters."""
-        dtype = torch.promote_types(self._parameter_lists[0][0].dtype, torch.float32)  # _foreach_norm refuses to narrow
-        norms = torch._foreach_norm(torch._foreach_sub(*self._parameter_lists), 2, dtype=dtype)
-        return torch.stack(norms).pow(2).sum()
-
-    def layer_views(self, hidden_states, attention_mask) -> torch.Tensor:
-        """h_{i,k} = p(H_{i,k}) for k in ``layers``: ``(b, K, d)``."""
-        pool = {
-            "max": lambda h: masked_max(h, attention_mask),
-            "mean": lambda h: masked_mean(h, attention_mask),
-            "cls": lambda h: h[:, 0],
-        }[self.token_pooling]
-        return torch.stack([pool(hidden_states[k]) for k in self.layers], dim=1)
-
-    def sample(self, views: torch.Tensor) -> torch.Tensor:
-        """sigma: one view per sentence, uniform over the layer set, ``(b, 1, d)``."""
-        b, num_views = views.shape[:2]
-        draws = 1 if self.sampler == "uniform_per_batch" else b
-        index = torch.randint(num_views, (draws,), device=views.device).expand(b)
-        return views[torch.arange(b, device=views.device), index][:, None]
-
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        return x if self.projection_head is None else self.projection_head(x)
-
-    def forward(self, input_ids, attention_mask, token_type_ids=None) -> dict[str, torch.Tensor]:
-        """``(b, 2, length)`` token ids (the collator's two identical copies): view 0 goes through
-        BERT_T, view 1 through BERT_F."""
-        c = self._pooled(self.pooler_type, *view_of(0, input_ids, attention_mask, token_type_ids))
-        ids, mask, types = view_of(1, input_ids, attention_mask, token_type_ids)
-        with torch.no_grad():
-            fixed = self._backbone_outputs(ids, mask, types, backbone=self.fixed_backbone, hidden_states=True)
-            views = self.layer_views(fixed.hidden_states, mask)
-            if self.sample_views:
-                views = self.sample(views)
-        return {
-            "embeddings": self.project(c),
-            "views": self.project(views),
-            "parameter_distance": self.parameter_distance(),
-        }
-
-
 class SGBERT(Part):
     """SG-BERT's part, which replaces the base itself: the encoder is BERT_T with the frozen copy
     BERT_F (:class:`SelfGuidedEncoder`), there is no pairwise loss, and its objective, the
@@ -356,16 +245,6 @@ class SGBERT(Part):
 
     def term_weights(self) -> dict[str, float]:
         return {"contrastive": 1.0, **self.objective.term_weights()}
-
-
-class SGTrainer(CSETrainer):
-    """The preset of :class:`SGBERT` for code that builds its own model and loss: ``CSETrainer`` whose
-    objective is ``loss`` (a :class:`~cse.losses.sgbert.SelfGuidedLoss`) of a :class:`SelfGuidedEncoder`."""
-
-    def __init__(self, *args, loss: SelfGuidedLoss, **kwargs):
-        part = SGBERT()
-        part.objective = loss
-        super().__init__(*args, loss=None, parts=[part], **kwargs)
 
 
 # Early stopping needs evaluations, which the benchmark's timed loop leaves out.

@@ -1,8 +1,8 @@
 """SARCSE's sentence embedding Z (Liu et al., arXiv 2402.15153, Eq. 4) from a backbone's last layer:
 the states of the real tokens (``<s>``, ``</s>`` and padding removed, Sect. 2.1) through the
-encoder of the TextCNN autoencoder (:mod:`cse.textcnn`, Eqs. 3-4).
+encoder of the TextCNN autoencoder (:mod:`cse.encoders.textcnn`, Eqs. 3-4).
 
-:func:`content_tokens` is the selection :class:`cse.autoencoding.SARCSEModel` embeds and
+:func:`content_tokens` is the selection :class:`cse.encoders.autoencoding.SARCSEModel` embeds and
 reconstructs. :class:`SARCSEEmbedding` is the same Z as a sentence-transformers module, the one after
 the ``Transformer`` in a SARCSE export's ``modules.json``: this file and ``textcnn.py``, which import
 only torch and safetensors, are copied beside the exported model, and sentence-transformers imports
@@ -55,10 +55,10 @@ def save_embedding(directory: str, autoencoder_config: dict, autoencoder_state: 
 class SARCSEEmbedding(nn.Module):
     """sentence-transformers' module of Z: the features' ``token_embeddings`` (the backbone's last
     layer), ``input_ids`` and ``attention_mask`` -> ``sentence_embedding``, Z of each sentence's real
-    tokens, as :meth:`cse.autoencoding.SARCSEModel.embed` computes it.
+    tokens, as :meth:`cse.encoders.autoencoding.SARCSEModel.embed` computes it.
 
     Args:
-        autoencoder: the :class:`~cse.textcnn.TextCNNAutoEncoder` (its encoder is used).
+        autoencoder: the :class:`~cse.encoders.textcnn.TextCNNAutoEncoder` (its encoder is used).
         special_ids: the ids of the tokens left out besides padding (``<s>``, ``</s>``).
     """
 

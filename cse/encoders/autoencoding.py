@@ -1,11 +1,11 @@
 """SARCSE's sentence encoder (Liu et al., arXiv 2402.15153): a backbone whose sentence embedding is
-Z, the code of a TextCNN autoencoder (:mod:`cse.textcnn`) over its last layer's real tokens
+Z, the code of a TextCNN autoencoder (:mod:`cse.encoders.textcnn`) over its last layer's real tokens
 (``<s>``, ``</s>`` and padding removed, Sect. 2.1), and whose training forward also gives the
 reconstruction of those tokens for L_R and L_R+ (Eqs. 9-10, :mod:`cse.losses.reconstruction`).
 
 It is the class a SARCSE export names in ``cse_config.json``: :func:`cse.modeling.load_model`
 imports this module alone, not the trainer nor the methods. The export also holds Z as a
-sentence-transformers module (:mod:`cse.sarcse_embedding`), with its code.
+sentence-transformers module (:mod:`cse.encoders.sarcse_embedding`), with its code.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass, fields
 import torch
 from safetensors.torch import load_file, save_file
 
-from .errors import CSEUsageError
-from .export import write_module_code, write_modules
-from .modeling import CSEModel, flat_views, model_class_path, read_cse_config, submodule_state, view_of
+from ..errors import CSEUsageError
+from ..export import write_module_code, write_modules
+from ..modeling import CSEModel, flat_views, model_class_path, read_cse_config, submodule_state, view_of
 from .sarcse_embedding import SARCSEEmbedding, content_tokens, save_embedding
 from .textcnn import TextCNNAutoEncoder
 
@@ -67,7 +67,7 @@ class SARCSEModel(CSEModel):
 
     Args:
         backbone, tokenizer: as :class:`CSEModel`'s (the backbone's pooling layer is unused).
-        autoencoder: the :class:`~cse.textcnn.TextCNNAutoEncoder`.
+        autoencoder: the :class:`~cse.encoders.textcnn.TextCNNAutoEncoder`.
         detach_target: keep L_R's gradient off the target X (it still reaches the backbone through Z).
     """
 
@@ -88,7 +88,7 @@ class SARCSEModel(CSEModel):
         return self.autoencoder.embedding_size
 
     def content_tokens(self, states, input_ids, attention_mask):
-        """:func:`cse.sarcse_embedding.content_tokens` of this tokenizer's special tokens."""
+        """:func:`cse.encoders.sarcse_embedding.content_tokens` of this tokenizer's special tokens."""
         return content_tokens(states, input_ids, attention_mask, self.special_ids)
 
     def autoencode(self, states, input_ids, attention_mask, reconstruct: bool = False):
@@ -153,7 +153,7 @@ class SARCSEModel(CSEModel):
         save_file(weights, os.path.join(directory, AUTOENCODER_WEIGHTS_NAME))
 
     def write_sentence_transformers_modules(self, directory: str, state_dict: dict | None = None) -> None:
-        """The backbone's ``Transformer``, then Z: :class:`~cse.sarcse_embedding.SARCSEEmbedding`, its
+        """The backbone's ``Transformer``, then Z: :class:`~cse.encoders.sarcse_embedding.SARCSEEmbedding`, its
         code (``sarcse_embedding.py``, ``textcnn.py``) copied beside the model (:mod:`cse.export`)."""
         folder = f"1_{SARCSEEmbedding.__name__}"
         config, state = self.autoencoder.get_config_dict(), self.autoencoder_state(state_dict)
