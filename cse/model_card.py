@@ -122,7 +122,12 @@ def build_model_card(
     name = record.display_name
     data = ModelCardData(
         library_name="sentence-transformers" if sentence_transformers else "transformers",
-        tags=["sentence-transformers", "sentence-similarity", *(p.name for p in record.parts or [record]), "cse"],
+        tags=[
+            *(["sentence-transformers"] if sentence_transformers else []),
+            "sentence-similarity",
+            *(p.name for p in record.parts or [record]),
+            "cse",
+        ],
         base_model=base_model if _is_hub_id(base_model) else None,
         datasets=[train_dataset_name] if train_dataset_name else None,
         metrics=["spearman"],
