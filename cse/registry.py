@@ -70,7 +70,9 @@ class MethodRecord:
     ``arguments``: the model, data and training dataclasses its run script parses (SimCSE's, or the
     method's own defaults); ``bench``: the benchmark's variants of it; ``variants``: named flag sets
     that select a variant (``python -m cse.diagnostics --method sg-opt``); ``base``: SimCSE, the base
-    every part extends, which is no part of a composition; ``parts``: a composition's records."""
+    every part extends, which is no part of a composition; ``parts``: a composition's records;
+    ``released_flags``: the flags of the paper's released code that its page (``docs``) quotes against
+    ours, each with what it is (no command of ours takes them)."""
 
     part: type[Part]
     arguments: tuple[type, ...] = BASE_ARGUMENTS
@@ -78,6 +80,7 @@ class MethodRecord:
     variants: Mapping[str, tuple[str, ...]] | None = None
     base: bool = False
     parts: tuple[MethodRecord, ...] = ()
+    released_flags: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
