@@ -21,6 +21,7 @@ import importlib
 import logging
 import os
 import re
+import sys
 import time
 from collections.abc import Sequence
 
@@ -572,8 +573,13 @@ LEGACY_MODEL_KINDS = {"sarcse": "cse.autoencoding:SARCSEModel"}
 
 
 def model_class_path(model_class: type) -> str:
-    """``module:name``, as ``cse_config.json`` records an export's class."""
-    return f"{model_class.__module__}:{model_class.__qualname__}"
+    """``module:name``, as ``cse_config.json`` records an export's class. A class of the script being
+    run (``__main__``, such as a part's own file run as ``python my_part.py``) is recorded by the
+    script's file name: the module a loader imports where that file's directory is on the path."""
+    module = model_class.__module__
+    if module == "__main__":
+        module = os.path.splitext(os.path.basename(sys.modules["__main__"].__file__))[0]
+    return f"{module}:{model_class.__qualname__}"
 
 
 def names_encoder_class(config) -> bool:
