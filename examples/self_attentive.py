@@ -41,6 +41,11 @@ CITATION = """@inproceedings{lin2017structured,
 }"""  # noqa: E501 (BibTeX reads one field a line)
 
 
+@dataclass
+class SelfAttentiveArguments:
+    attention_size: int = field(default=350, metadata={"help": "d_a, the width of W_1 (the paper's 350)."})
+
+
 class SelfAttentiveEncoder(EmbeddingEncoder):
     """The backbone, and m = sum_t a_t h_t of its last layer (the module docstring's equation)."""
 
@@ -65,11 +70,6 @@ class SelfAttentiveEncoder(EmbeddingEncoder):
     @classmethod
     def from_export(cls, backbone, tokenizer, config: dict) -> SelfAttentiveEncoder:
         return cls(backbone, tokenizer, config["attention_size"])
-
-
-@dataclass
-class SelfAttentiveArguments:
-    attention_size: int = field(default=350, metadata={"help": "d_a, the width of W_1 (the paper's 350)."})
 
 
 class SelfAttentive(Part):
