@@ -101,6 +101,7 @@ def test_an_outside_part_that_replaces_the_embedding_trains_with_mixcse_exports_
     assert config["model_class"] == "self_attentive:SelfAttentiveEncoder" and config["attention_size"] == 6
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "A Structured Self-attentive Sentence Embedding" in card and "- sentence-transformers\n" not in card
+    assert "the encoder's class is of the module `self_attentive`" in card and ", trust_remote_code=True)" in card
     with pytest.raises(CSEUsageError, match="outside this package"):
         load_model(str(out))
     monkeypatch.syspath_prepend(str(tmp_path / "parts"))
