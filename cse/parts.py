@@ -160,7 +160,8 @@ class Part:
 
     def encoder(self, model_args):
         """The encoder whose forward gives the sentence embedding, for a part that replaces the
-        ``embedding`` slot; None: the pretrained backbone with SimCSE's pooler."""
+        ``embedding`` slot: a :class:`cse.embedding_encoder.EmbeddingEncoder` (the encoder hook, which
+        training, evaluation and export call); None: the pretrained backbone with SimCSE's pooler."""
         return None
 
     def wrap(self, model, replaced: frozenset[str]):
