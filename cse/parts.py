@@ -161,7 +161,8 @@ class Part:
     def encoder(self, model_args):
         """The encoder whose forward gives the sentence embedding, for a part that replaces the
         ``embedding`` slot: a :class:`cse.embedding_encoder.EmbeddingEncoder` (the encoder hook, which
-        training, evaluation and export call); None: the pretrained backbone with SimCSE's pooler."""
+        training, evaluation and export call), or a :class:`~cse.modeling.CSEModel` whose embedding stays
+        a pooled backbone (SG-BERT's BERT_T); None: the pretrained backbone with SimCSE's pooler."""
         return None
 
     def wrap(self, model, replaced: frozenset[str]):
