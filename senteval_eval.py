@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--pooler", choices=POOLERS, default=None, help=f"default: the pooler recorded in the model's {CSE_CONFIG_NAME}"
     )
     parser.add_argument(
+        "--trust_remote_code",
+        action="store_true",
+        help=f"load an encoder class that the model's {CSE_CONFIG_NAME} names outside the cse package (its module "
+        "runs; it must be importable): only for a model whose code you trust",
+    )
+    parser.add_argument(
         "--mode",
         choices=MODES,
         default="test",
@@ -165,7 +171,8 @@ def main(argv=None) -> dict:
         if args.protocol != "senteval"
         else []
     )
-    model = load_model(args.model_name_or_path, pooler_type=args.pooler).to(args.device)
+    model = load_model(args.model_name_or_path, pooler_type=args.pooler, trust_remote_code=args.trust_remote_code)
+    model = model.to(args.device)
     start = time.perf_counter()
 
     def encode(sentences):

@@ -4,7 +4,10 @@ is a method's preset (its one part, or SimCSE's base with none) or a composition
 1. **the encoder**: the part that replaces the sentence embedding builds it (SARCSE's Z), else the
    pretrained backbone with SimCSE's pooler;
 2. **its wrappers**, parts in order: V-advCSE's training head, AdCSE's momentum encoder of the
-   positives; then SimCSE's fresh head on [CLS] where the training forward goes through it;
+   positives; then SimCSE's fresh head on [CLS] where the training forward goes through it: the
+   poolers that read the backbone's pooling layer (:data:`cse.pooling.NEEDS_POOLING_LAYER`). Any
+   other pooler leaves that layer unused and frozen, and an encoder that replaces the embedding
+   initialises its own modules (:mod:`cse.embedding_encoder`);
 3. **the loss**: InfoNCE, replaced by the part that replaces the softmax (MixCSE's mixed
    negatives), then extended by the parts that add to it (AdCSE's adversaries).
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 from .losses import InfoNCELoss
 from .modeling import load_encoder
 from .parts import Part, replaced_by_others
+from .pooling import NEEDS_POOLING_LAYER
 
 
 def build(parts: list[Part], model_args):
@@ -22,7 +26,7 @@ def build(parts: list[Part], model_args):
     model = encoders[0] if encoders else load_encoder(model_args)
     for part in parts:
         model = part.wrap(model, replaced_by_others(parts, part))
-    if model.pooler_type == "cls":
+    if model.pooler_type in NEEDS_POOLING_LAYER:
         model.reset_head()
     loss = InfoNCELoss(temperature=model_args.temp)
     # the part that replaces the softmax first, then those that extend whatever softmax there is

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from . import registry
 from .arguments import CONFIG_SUFFIXES, ArgumentParser, given_flags, parse_args, read_config_file
 from .errors import CSEUsageError
-from .parts import BASE_EQUATION, SLOTS, pairs_refused, said_of, why_not
+from .parts import BASE_EQUATION, NEEDS, SLOTS, pairs_refused, said_of, why_not
 from .parts_overview import overview
 from .registry import BASE_ARGUMENTS, MethodRecord
 
@@ -299,9 +299,11 @@ def markdown() -> str:
     ]
     for record in chosen:
         replaced = ", ".join(SLOTS[slot] for slot in sorted(record.part.replaces)) or "nothing"
+        needs = "".join(f" Needs {NEEDS[need]}." for need in sorted(record.part.needs))
+        needs += "".join(f" Changes {NEEDS[need]}." for need in sorted(record.part.changes))
         lines.append(
             f"- **{record.name}** ({record.display_name}, [docs]({record.docs.removeprefix('docs/')})): "
-            f"{record.part.equation}. Replaces: {replaced}."
+            f"{record.part.equation}. Replaces: {replaced}.{needs}"
         )
     lines += [
         "",
@@ -312,6 +314,9 @@ def markdown() -> str:
         f"flag of that name; names that two parts share: {', '.join(f'`{n}`' for n in shared_flag_names())}. "
         "The shared arguments (model, data, training) take SimCSE's defaults; a single part is its method's "
         "preset (`--parts mixcse` is `run_mixcse.py`, flags and defaults included).",
+        "",
+        "A pair of which one part needs something of the batch or the model that the other changes (as the "
+        "parts declare it) does not combine either.",
         "",
         "A part can live outside the package, in one file: [extending.md](extending.md), which also lists the files "
         "a new paper method touches in the repository.",

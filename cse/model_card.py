@@ -19,7 +19,7 @@ from huggingface_hub import ModelCard, ModelCardData, upload_folder
 from . import registry
 from .atomic import atomic_path
 from .citations import bibtex_field
-from .modeling import names_encoder_class, read_cse_config
+from .modeling import MODEL_CLASS_PACKAGE, names_encoder_class, read_cse_config
 from .results import markdown_table
 from .run_names import CSE_CONFIG_NAME
 
@@ -56,9 +56,14 @@ def _module_code(export_dir: str) -> list[str]:
 
 def _load_section(repo: str, cse_config: Mapping, sentence_transformers: bool, code: Sequence[str]) -> str:
     pooler = cse_config.get("pooler")
+    # a class of the encoder outside the package loads only when trusted (cse.modeling.exported_class)
+    module = cse_config.get("model_class", MODEL_CLASS_PACKAGE).split(":")[0]
+    trusted = "" if module.startswith(MODEL_CLASS_PACKAGE) else ", trust_remote_code=True"
     parts = [
-        "With this repository's code (any pooler; reads the pooler from `cse_config.json`):\n",
-        f'```python\nfrom cse.modeling import load_model\n\nmodel = load_model("{repo}")\n'
+        "With this repository's code (any pooler; reads the pooler from `cse_config.json`"
+        + (f"; the encoder's class is of the module `{module}`, which must be importable and runs" if trusted else "")
+        + "):\n",
+        f'```python\nfrom cse.modeling import load_model\n\nmodel = load_model("{repo}"{trusted})\n'
         'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])\n```\n',
     ]
     # an export of another encoder class (SARCSE's Z) embeds with more than a pooled backbone
@@ -123,7 +128,12 @@ def build_model_card(
     name = record.display_name
     data = ModelCardData(
         library_name="sentence-transformers" if sentence_transformers else "transformers",
-        tags=["sentence-transformers", "sentence-similarity", *(p.name for p in record.parts or [record]), "cse"],
+        tags=[
+            *(["sentence-transformers"] if sentence_transformers else []),
+            "sentence-similarity",
+            *(p.name for p in record.parts or [record]),
+            "cse",
+        ],
         base_model=base_model if _is_hub_id(base_model) else None,
         datasets=[train_dataset_name] if train_dataset_name else None,
         metrics=["spearman"],

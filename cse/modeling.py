@@ -21,6 +21,7 @@ import importlib
 import logging
 import os
 import re
+import sys
 import time
 from collections.abc import Sequence
 
@@ -240,6 +241,12 @@ def read_cse_config(model_dir: str) -> dict:
 class CSEModel(nn.Module):
     """Backbone + pooler + optional projection head.
 
+    The training forward (:meth:`forward`), the embedding forward (:meth:`embed`) and the momentum
+    encoder's positives (:meth:`positives`) all embed a view's rows through one public hook,
+    :meth:`sentence_embedding`. An encoder whose embedding is more than a pooled backbone (SARCSE's
+    Z, or a part of your own) implements it through :class:`cse.embedding_encoder.EmbeddingEncoder`,
+    which also says what its export and loading need (docs/extending.md, "Replacing the embedding").
+
     Args:
         backbone: an ``AutoModel`` (BERT, RoBERTa, ...).
         tokenizer: the matching tokenizer, used by :meth:`encode`.
@@ -366,8 +373,9 @@ class CSEModel(nn.Module):
     def embedding_size(self) -> int:
         return self.config.hidden_size
 
-    def _backbone_outputs(self, input_ids, attention_mask, token_type_ids=None, backbone=None, hidden_states=False):
-        """Run ``backbone`` (default: this model's)."""
+    def backbone_outputs(self, input_ids, attention_mask, token_type_ids=None, backbone=None, hidden_states=False):
+        """Run ``backbone`` (default: this model's) on ``(rows, length)`` inputs: its outputs (``last_hidden_state``,
+        and every layer's with ``hidden_states``)."""
         kwargs = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         backbone = backbone or self.backbone
         return backbone(
@@ -378,9 +386,11 @@ class CSEModel(nn.Module):
             **kwargs,
         )
 
-    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
-        """Run ``backbone`` (default: this model's) and pool its output."""
-        outputs = self._backbone_outputs(
+    def sentence_embedding(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
+        """The hook every forward embeds through: ``(rows, length)`` inputs -> ``(rows, d)`` sentence
+        embeddings by ``backbone`` (default: this model's; the momentum encoder's for the positives),
+        pooled by ``pooler_type``."""
+        outputs = self.backbone_outputs(
             input_ids, attention_mask, token_type_ids, backbone, hidden_states=pooler_type in NEEDS_HIDDEN_STATES
         )
         return pool(pooler_type, attention_mask, outputs)
@@ -390,25 +400,29 @@ class CSEModel(nn.Module):
         hidden)}``, each view its own dropout sample. With a momentum backbone, view 0 is encoded by
         the backbone and view 1 by the momentum backbone, without gradient (:meth:`positives`)."""
         if self.momentum_backbone is not None:
-            anchors = self._pooled(self.pooler_type, *view_of(0, input_ids, attention_mask, token_type_ids))
+            anchors = self.sentence_embedding(self.pooler_type, *view_of(0, input_ids, attention_mask, token_type_ids))
             with torch.no_grad():
                 positives = self.positives(*view_of(1, input_ids, attention_mask, token_type_ids))
             return {"embeddings": torch.stack([anchors, positives], dim=1)}
         batch, views, _ = input_ids.shape
-        pooled = self._pooled(self.pooler_type, *flat_views(input_ids, attention_mask, token_type_ids))
+        pooled = self.sentence_embedding(self.pooler_type, *flat_views(input_ids, attention_mask, token_type_ids))
         return {"embeddings": pooled.view(batch, views, -1)}
 
     def positives(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
         """The momentum backbone's embedding of one view: its [CLS] through this model's head where it
         has none of its own (:meth:`attach_momentum_backbone`), else its own pooled output."""
         if self.pooler_type == "cls" and self.momentum_backbone.pooler is None:
-            cls = self._pooled("cls_before_pooler", input_ids, attention_mask, token_type_ids, self.momentum_backbone)
+            cls = self.sentence_embedding(
+                "cls_before_pooler", input_ids, attention_mask, token_type_ids, self.momentum_backbone
+            )
             return self.backbone.pooler(cls[:, None])  # the head reads position 0 of a sequence of states
-        return self._pooled(self.pooler_type, input_ids, attention_mask, token_type_ids, self.momentum_backbone)
+        return self.sentence_embedding(
+            self.pooler_type, input_ids, attention_mask, token_type_ids, self.momentum_backbone
+        )
 
     def embed(self, input_ids, attention_mask, token_type_ids=None, pooler_type=None) -> torch.Tensor:
         """Embedding forward: ``(n, length)`` -> ``(n, hidden)`` with the evaluation pooler (or ``pooler_type``)."""
-        return self._pooled(pooler_type or self.eval_pooler, input_ids, attention_mask, token_type_ids)
+        return self.sentence_embedding(pooler_type or self.eval_pooler, input_ids, attention_mask, token_type_ids)
 
     def length_sorted_batches(self, sentences: Sequence[str], batch_size: int, max_length: int | None):
         """``(order, batches)``: the sentences' indices sorted by token length, and the sentences in
@@ -550,9 +564,10 @@ def load_encoder(model_args, pooler_type: str | None = None, mlp_only_train: boo
     )
 
 
-# The classes ``cse_config.json`` may name as ``model_class``: this package's own only, so that a
-# directory cannot make the loader import arbitrary code. Exports written before ``model_class`` was
-# recorded name SARCSE's encoder by ``model_kind: sarcse``.
+# The classes ``cse_config.json`` may name as ``model_class``: this package's own, and a class outside
+# it only when the caller trusts the directory (``trust_remote_code=True``), as transformers' loaders
+# do, so that a directory cannot make the loader import code its user did not choose. Exports
+# written before ``model_class`` was recorded name SARCSE's encoder by ``model_kind: sarcse``.
 MODEL_CLASS_PACKAGE = "cse."
 LEGACY_MODEL_KINDS = {"sarcse": "cse.encoders.autoencoding:SARCSEModel"}
 # Where a class an export may name has moved since (``old module:name`` -> ``new``): a directory
@@ -561,8 +576,13 @@ MOVED_MODEL_CLASSES = {"cse.autoencoding:SARCSEModel": "cse.encoders.autoencodin
 
 
 def model_class_path(model_class: type) -> str:
-    """``module:name``, as ``cse_config.json`` records an export's class."""
-    return f"{model_class.__module__}:{model_class.__qualname__}"
+    """``module:name``, as ``cse_config.json`` records an export's class. A class of the script being
+    run (``__main__``, such as a part's own file run as ``python my_part.py``) is recorded by the
+    script's file name: the module a loader imports where that file's directory is on the path."""
+    module = model_class.__module__
+    if module == "__main__":
+        module = os.path.splitext(os.path.basename(sys.modules["__main__"].__file__))[0]
+    return f"{module}:{model_class.__qualname__}"
 
 
 def names_encoder_class(config) -> bool:
@@ -571,27 +591,51 @@ def names_encoder_class(config) -> bool:
     return "model_class" in config or "model_kind" in config
 
 
-def exported_class(model_dir: str, config: dict) -> type:
-    """The class ``cse_config.json`` names (``model_class``, or an older ``model_kind``)."""
+def exported_class(model_dir: str, config: dict, trust_remote_code: bool = False) -> type:
+    """The class ``cse_config.json`` names (``model_class``, or an older ``model_kind``): one of this
+    package's, or, with ``trust_remote_code``, a :class:`CSEModel` class of any importable module."""
     path = config.get("model_class") or LEGACY_MODEL_KINDS.get(config.get("model_kind"))
-    if path is None or not path.startswith(MODEL_CLASS_PACKAGE) or ":" not in path:
+    named = config.get("model_class") or config.get("model_kind")
+    if path is None or not re.fullmatch(r"[\w.]+:[\w.]+", path):
         raise CSEUsageError(
-            f"{model_dir}: {CSE_CONFIG_NAME} names no encoder class of this package "
-            f"({config.get('model_class') or config.get('model_kind')!r})",
+            f"{model_dir}: {CSE_CONFIG_NAME} names no encoder class ({named!r})",
             hint="load it with the code that exported it",
         )
-    module, name = MOVED_MODEL_CLASSES.get(path, path).split(":")
-    return getattr(importlib.import_module(module), name)
+    path = MOVED_MODEL_CLASSES.get(path, path)
+    module, name = path.split(":")
+    if not path.startswith(MODEL_CLASS_PACKAGE) and not trust_remote_code:
+        raise CSEUsageError(
+            f"{model_dir}: {CSE_CONFIG_NAME} names the encoder class {path}, outside this package: loading it "
+            f"would run the code of the module {module}",
+            hint="if you trust that code, load with trust_remote_code=True (senteval_eval.py --trust_remote_code), "
+            f"{module} importable (on PYTHONPATH)",
+        )
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise CSEUsageError(
+            f"{model_dir}: {CSE_CONFIG_NAME} names the encoder class {path}, which cannot be imported ({err})",
+            hint=f"put the directory of the module {module} on PYTHONPATH, or load it with the code that exported it",
+        ) from err
+    if not (isinstance(found, type) and issubclass(found, CSEModel)):
+        raise CSEUsageError(
+            f"{model_dir}: {CSE_CONFIG_NAME} names {path}, which is not an encoder class (a CSEModel)",
+            hint="load it with the code that exported it",
+        )
+    return found
 
 
-def load_model(model_name_or_path: str, pooler_type: str | None = None, **kwargs) -> CSEModel:
+def load_model(
+    model_name_or_path: str, pooler_type: str | None = None, trust_remote_code: bool = False, **kwargs
+) -> CSEModel:
     """The encoder a directory holds: the class its ``cse_config.json`` names (exports whose sentence
     embedding is more than a pooled backbone, such as SARCSE's), imported alone (not the trainer nor
-    the methods), else a backbone + pooler (:meth:`CSEModel.from_pretrained`)."""
+    the methods), else a backbone + pooler (:meth:`CSEModel.from_pretrained`). A class outside this
+    package is imported only with ``trust_remote_code=True`` (:func:`exported_class`)."""
     model_name_or_path = check_model_path(model_name_or_path, kwargs.get("cache_dir"))
     config = read_cse_config(model_name_or_path)
     if not names_encoder_class(config):
         return CSEModel.from_pretrained(model_name_or_path, pooler_type=pooler_type, **kwargs)
-    return exported_class(model_name_or_path, config).from_pretrained(
+    return exported_class(model_name_or_path, config, trust_remote_code).from_pretrained(
         model_name_or_path, pooler_type=pooler_type, **kwargs
     )

@@ -19,9 +19,11 @@ runs one step program over the list it holds::
     part.after_step(trainer)             AdCSE's adversaries' ascent and momentum update
 
 Each part implements only the hooks it needs. A part never names another part or tests its type:
-what it needs to know of the others is which slots (:data:`SLOTS`) they replace. Two parts combine
-unless they replace the same slot or one of them refuses a slot the other replaces
-(:attr:`Part.refuses`); a set of parts combines when each pair does (:func:`why_not`).
+what it needs to know of the others is which slots (:data:`SLOTS`) they replace, and what of the
+batch and the model (:data:`NEEDS`) they need or change. Two parts combine unless they replace the
+same slot, one of them refuses a slot the other replaces (:attr:`Part.refuses`), or one needs what
+the other changes (:attr:`Part.needs`, :attr:`Part.changes`); a set of parts combines when each pair
+does (:func:`why_not`).
 
 The parts of a run are applied in the order of their names (``adcse`` before ``mixcse``), whatever
 order the command names them in: the rule depends on the parts alone, so a composition computes the
@@ -45,6 +47,12 @@ SLOTS = {
     "embedding": "the sentence embedding (the pooler after the backbone)",
     "positives": "the encoder of the positive view",
     "softmax": "the contrastive loss's softmax (InfoNCE's columns)",
+}
+# What a part may need of the batch and the model, which another part's change would break: a part
+# declares what it needs (Part.needs) and what it changes (Part.changes); two such do not combine.
+NEEDS = {
+    "token_inputs": "the backbone's word-embedding input to have the batch's shape (one position per token of each "
+    "view's input_ids)",
 }
 EVERY_PART = "*"  # a key of Part.refuses and Part.notes: every other part
 BASE_EQUATION = (
@@ -101,6 +109,10 @@ class Part:
     - ``replaces``: the :data:`SLOTS` it replaces; ``refuses``: a slot (or :data:`EVERY_PART`) ->
       why it does not combine with a part that replaces it; ``notes``: a slot -> what a
       combination with a part that replaces it computes beyond the two equations.
+    - ``needs``: the :data:`NEEDS` it relies on (V-advCSE perturbs the word embeddings token by
+      token: ``token_inputs``); ``changes``: those it breaks (a part that adds template or prompt
+      tokens inside the model changes ``token_inputs``). A pair of which one needs what the other
+      changes is refused before any work.
 
     Hooks, in the order a run calls them (each a no-op here):
 
@@ -125,6 +137,8 @@ class Part:
     replaces: ClassVar[frozenset[str]] = frozenset()
     refuses: ClassVar[Mapping[str, str]] = {}
     notes: ClassVar[Mapping[str, str]] = {}
+    needs: ClassVar[frozenset[str]] = frozenset()
+    changes: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, args=None, model_args=None):
         self.args = args if args is not None or self.Flags is None else self.Flags()
@@ -146,7 +160,9 @@ class Part:
 
     def encoder(self, model_args):
         """The encoder whose forward gives the sentence embedding, for a part that replaces the
-        ``embedding`` slot; None: the pretrained backbone with SimCSE's pooler."""
+        ``embedding`` slot: a :class:`cse.embedding_encoder.EmbeddingEncoder` (the encoder hook, which
+        training, evaluation and export call), or a :class:`~cse.modeling.CSEModel` whose embedding stays
+        a pooled backbone (SG-BERT's BERT_T); None: the pretrained backbone with SimCSE's pooler."""
         return None
 
     def wrap(self, model, replaced: frozenset[str]):
@@ -250,10 +266,13 @@ def said_of(said: Mapping[str, str], other: type[Part]) -> list[str]:
 
 def why_not(a: type[Part], b: type[Part]) -> str | None:
     """Why parts ``a`` and ``b`` do not combine, or None if they do: a part that refuses every other
-    says why first, then a part that refuses what the other replaces, then a slot both replace."""
+    says why first, then a part that refuses what the other replaces, then a need of one that the
+    other changes, then a slot both replace."""
     pairs = ((a, b), (b, a))
     reasons = [x.refuses[EVERY_PART] for x, _ in pairs if EVERY_PART in x.refuses]
     reasons += [reason for x, y in pairs for reason in said_of(x.refuses, y)]
+    needed = [(x, y, need) for x, y in pairs for need in sorted(x.needs & y.changes)]
+    reasons += [f"{x.name} needs {NEEDS[need]}, which {y.name} changes" for x, y, need in needed]
     if reasons:
         return reasons[0]
     shared = sorted(a.replaces & b.replaces)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from . import citations
 from .arguments import CSETrainingArguments, DataArguments, ModelArguments, read_config_file
 from .errors import CSEUsageError
-from .parts import Part
+from .parts import NEEDS, SLOTS, Part
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # SimCSE's argument dataclasses, which every method extends or reuses
@@ -70,7 +70,9 @@ class MethodRecord:
     ``arguments``: the model, data and training dataclasses its run script parses (SimCSE's, or the
     method's own defaults); ``bench``: the benchmark's variants of it; ``variants``: named flag sets
     that select a variant (``python -m cse.diagnostics --method sg-opt``); ``base``: SimCSE, the base
-    every part extends, which is no part of a composition; ``parts``: a composition's records."""
+    every part extends, which is no part of a composition; ``parts``: a composition's records;
+    ``released_flags``: the flags of the paper's released code that its page (``docs``) quotes against
+    ours, each with what it is (no command of ours takes them)."""
 
     part: type[Part]
     arguments: tuple[type, ...] = BASE_ARGUMENTS
@@ -78,6 +80,7 @@ class MethodRecord:
     variants: Mapping[str, tuple[str, ...]] | None = None
     base: bool = False
     parts: tuple[MethodRecord, ...] = ()
+    released_flags: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -142,6 +145,10 @@ def record_problem(record: MethodRecord) -> str | None:
         return f"part {part.name!r} has no citation with a title (a BibTeX entry: the model card cites it)"
     if not part.docs:
         return f"part {part.name!r} has no docs (its documentation page, a path or address)"
+    for declared, known in (("replaces", SLOTS), ("needs", NEEDS), ("changes", NEEDS)):
+        unknown = sorted(set(getattr(part, declared)) - set(known))
+        if unknown:
+            return f"part {part.name!r}: {declared} names {unknown[0]!r}, which is none of {', '.join(known)}"
     if part.Flags is not None and not dataclasses.is_dataclass(part.Flags):
         return f"part {part.name!r}: Flags must be a dataclass of its flags, got {part.Flags!r}"
     # A flag of the run's own dataclasses would be parsed twice (argparse refuses the second) and its

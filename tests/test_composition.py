@@ -1,12 +1,11 @@
 """Composed runs (``run_cse.py --parts``, :mod:`cse.composition`): the parts' choice and flags are
 checked before any work, a single part is its method's preset, a composition's loss is the sum of
-its parts' equations (float64, by hand: tests/composition_reference.py), and a composed run records its
-parts, cites their papers and logs each term's share of the gradient."""
+its parts' equations (float64, by hand: tests/composition_reference.py). Every pair of parts, trained
+or refused, is tests/test_part_pairs.py's, generated from the registry."""
 
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from cse.methods.mixcse import MixCSEArguments
 from cse.methods.sarcse import SARCSEArguments, SARCSEModelArguments
 
 from .composition_reference import adversary_gradient, mean_cross_entropy, sarcse_view, softmax_rows, token_weights
-from .conftest import REPO, SENTEVAL, train_argv
+from .conftest import REPO, train_argv
 from .vadvcse_reference import RecordingSearch, hand_objective
 
 
@@ -51,7 +50,7 @@ def test_docs_composition_is_generated_from_the_records():
 @pytest.mark.parametrize(
     "parts,message",
     [
-        ("mixcse,vadvcs", "unknown part 'vadvcs' in --parts; the parts are adcse, mixcse, sarcse, sgbert, vadvcse"),
+        ("mixcse,vadvcs", f"unknown part 'vadvcs' in --parts; the parts are {', '.join(registry.part_names())}"),
         ("simcse,mixcse", "unknown part 'simcse'"),
         ("mixcse,mixcse", "--parts names mixcse twice"),
         (
@@ -379,78 +378,6 @@ def test_adcse_with_sarcse_is_eq12_over_eq5_z_from_q_and_z_plus_from_p(no_dropou
     assert min(beta * l_r, gamma * l_r_plus) > 1e-3 * loss.item()
     [_, (z_plus_of_q, l_r_plus_of_q)], _ = hand_reconstruction(trainer, (model.backbone, model.backbone), inputs)
     assert (z_plus - z_plus_of_q).abs().max() > 1e-3 and abs(l_r_plus - l_r_plus_of_q) > 1e-4 * l_r_plus
-
-
-# one per part: the display name, the paper, the terms it adds (logged with their share), a statistic
-# it logs, and a setting whose value run_args.json records
-PARTS = {
-    "sarcse": ("SARCSE", citations.SARCSE, {"reconstruction", "reconstruction_positive"}, "reconstruction_loss",
-               ("textcnn_channels", 8)),
-    "vadvcse": ("V-advCSE", citations.VADVCSE, {"vadv"}, "loss_vadv", ("vadv_lambda", 0.5)),
-    "adcse": ("AdCSE", citations.ADCSE, {"adversaries"}, "adversary_share", ("num_adversaries", 4)),
-    "mixcse": ("MixCSE", citations.MIXCSE, set(), "mix_score", ("mix_lambda", 0.3)),
-}  # fmt: skip
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize(
-    "parts,other",
-    [
-        pytest.param(["mixcse", "vadvcse"], ["adcse", "mixcse"], id="mixcse+vadvcse"),
-        pytest.param(["adcse", "sarcse"], ["sarcse", "vadvcse"], id="adcse+sarcse"),
-        pytest.param(["adcse", "mixcse"], ["mixcse", "vadvcse"], id="adcse+mixcse"),
-        pytest.param(["sarcse", "vadvcse"], ["adcse", "sarcse"], id="sarcse+vadvcse"),
-    ],
-)
-def test_a_composed_run_records_its_parts_cites_every_paper_and_logs_each_terms_share(
-    parts, other, request, tmp_path, monkeypatch
-):
-    """Two steps of each composition (its parts named in another order than their names' one):
-    every term's share of the gradient, the parts and their settings in run_args.json, a model card
-    naming every part and citing every paper, and a resume with other parts refused."""
-    import json
-
-    from cse.citations import bibtex_field
-
-    monkeypatch.setenv("CSE_DATA_DIR", os.path.dirname(SENTEVAL))
-    model_dir = request.getfixturevalue("tiny_roberta" if "sarcse" in parts else "tiny_bert")
-    out = tmp_path / "run"
-    flags = ["--max_steps", "2", "--logging_steps", "1", "--log_term_gradients", "true", "--final_eval", "none"]
-    flags += ["--eval_strategy", "no", "--load_best_model_at_end", "false", "--save_strategy", "steps"]
-    flags += ["--save_steps", "2", "--fp16", "false"]
-
-    def run(names):
-        settings = [f"--{PARTS[name][4][0]}={PARTS[name][4][1]}" for name in names]
-        return composition.main(argv(model_dir, out, "--parts", ",".join(reversed(names)), *flags, *settings))
-
-    trainer = run(parts)
-    logged = trainer.state.log_history[0]
-    terms = {"contrastive"}.union(*(PARTS[name][2] for name in parts))
-    assert {key.removeprefix("term_share_") for key in logged if key.startswith("term_share_")} == terms
-    assert sum(logged[f"term_share_{term}"] for term in terms) == pytest.approx(1.0)
-    assert {PARTS[name][3] for name in parts} <= set(logged)
-    with open(out / "run_args.json", encoding="utf-8") as f:
-        method = json.load(f)["method"]
-    assert method["parts"] == parts
-    for name in parts:
-        setting, value = PARTS[name][4]
-        assert method[name][setting] == value, name
-    card = (out / "README.md").read_text(encoding="utf-8")
-    assert f"# {' + '.join(PARTS[name][0] for name in parts)} sentence encoder" in card
-    assert ", ".join(f"`{name}`" for name in parts) in card
-    for entry in [PARTS[name][1] for name in parts] + [citations.SIMCSE]:
-        assert entry in card and bibtex_field(entry, "title") in card
-    # stopped before its export (only its settings and checkpoints left), the directory resumes only
-    # with the same parts (another method's checkpoint files would call it incomplete: the settings
-    # are compared first)
-    for name in os.listdir(out):
-        if name != "run_args.json" and not name.startswith("checkpoint-"):
-            shutil.rmtree(out / name) if (out / name).is_dir() else os.remove(out / name)
-    named = "+".join(parts), "+".join(other)
-    changed = f"other settings (run.method: {named[0]!r} -> {named[1]!r}; method.parts: {parts!r} -> {other!r}"
-    with pytest.raises(CSEUsageError, match=re.escape(changed)) as refusal:
-        run(other)
-    assert f"it is a run of {named[0]}, which this command cannot continue" in refusal.value.hint
 
 
 def test_sarcse_with_vadvcse_is_eq12_over_eq10(no_dropout_roberta, tmp_path):

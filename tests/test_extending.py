@@ -125,11 +125,15 @@ def test_the_part_alone_is_simcse_with_the_terms(example, tiny_bert):
 
 
 def test_the_page_quotes_the_file_as_it_is():
+    """Each Python block of the page is a piece of one of the examples it walks through."""
     with open(PAGE, encoding="utf-8") as f:
         page = f.read()
-    with open(EXAMPLE, encoding="utf-8") as f:
-        source = f.read()
+    sources = {}
+    for name in ("align_uniform.py", "self_attentive.py"):
+        with open(os.path.join(REPO, "examples", name), encoding="utf-8") as f:
+            sources[name] = f.read()
     blocks = re.findall(r"^```python\n(.*?)^```", page, re.S | re.M)
-    assert len(blocks) >= 4 and "examples/align_uniform.py" in page
+    quoted = {name: [block for block in blocks if block in source] for name, source in sources.items()}
+    assert len(quoted["align_uniform.py"]) >= 4 and len(quoted["self_attentive.py"]) >= 2
     for block in blocks:
-        assert block in source, f"docs/extending.md quotes what examples/align_uniform.py does not hold:\n{block}"
+        assert any(block in source for source in sources.values()), f"docs/extending.md quotes no example:\n{block}"

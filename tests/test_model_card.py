@@ -155,6 +155,8 @@ def test_card_loading_code_reproduces_the_embedding(tiny_bert, tmp_path, pooler)
     meta, text = front_matter(tmp_path / "README.md")
     assert meta["license"] == "mit" and meta["datasets"] == ["someone/sentences"] and "base_model" not in meta
     assert meta["library_name"] == ("sentence-transformers" if pooler in EXPORTABLE_POOLERS else "transformers")
+    # the tag that lists the model among sentence-transformers' only where its modules are exported
+    assert ("sentence-transformers" in meta["tags"]) == (pooler in EXPORTABLE_POOLERS)
     assert code_blocks(text, "bibtex") == [citations.MIXCSE, citations.SIMCSE]
     assert "Unsupervised Sentence Representation via Contrastive Learning with Mixing Negatives" in text
     snippets = [block for block in code_blocks(text, "python") if "AutoModel.from_pretrained" in block]

@@ -287,7 +287,7 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
             states = backbone(**tok(sentence, return_tensors="pt")).last_hidden_state[:, 1:-1]
             z, _ = loaded.autoencoder.encode(states, torch.ones(states.shape[:2], dtype=torch.bool))
             torch.testing.assert_close(z[0], reference[i], rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="its embedding is Z"):
+    with pytest.raises(ValueError, match="its embedding is 'textcnn', not pooler 'avg'"):
         load_model(str(tmp_path), pooler_type="avg")
     os.rename(tmp_path / "sarcse_autoencoder.safetensors", tmp_path / "moved.safetensors")
     with pytest.raises(FileNotFoundError, match="autoencoder's shape or weights"):
@@ -305,12 +305,18 @@ def test_export_reloads_to_the_same_z_and_senteval_eval_evaluates_z(tiny_roberta
     np.testing.assert_allclose(captured["vectors"], reference.numpy(), rtol=1e-6, atol=1e-7)
     assert report["pooler"] == "textcnn"
     config = json.loads((tmp_path / "cse_config.json").read_text())
-    # the class is this package's (an export names no code to run), read by its module alone
+    # the class is this package's (an export names no code to run), read by its module alone; a class
+    # outside it only when trusted, and then only an encoder class
     assert config["model_class"] == "cse.encoders.autoencoding:SARCSEModel"
-    for other in ("os:system", "unheard-of"):
+    for other, refusal in [
+        ("unheard-of", "names no encoder class \\('unheard-of'\\)"),
+        ("os:system", "names the encoder class os:system, outside this package"),
+    ]:
         (tmp_path / "cse_config.json").write_text(json.dumps({**config, "model_class": other}))
-        with pytest.raises(CSEUsageError, match=f"names no encoder class of this package \\('{other}'\\)"):
+        with pytest.raises(CSEUsageError, match=refusal):
             load_model(str(tmp_path))
+    with pytest.raises(CSEUsageError, match="names os:system, which is not an encoder class"):
+        load_model(str(tmp_path), trust_remote_code=True)
     # an export written before the class was recorded names SARCSE's by its kind
     legacy = {key: value for key, value in config.items() if key != "model_class"}
     (tmp_path / "cse_config.json").write_text(json.dumps({**legacy, "model_kind": "sarcse"}))

@@ -3,8 +3,9 @@ Z, the code of a TextCNN autoencoder (:mod:`cse.encoders.textcnn`) over its last
 (``<s>``, ``</s>`` and padding removed, Sect. 2.1), and whose training forward also gives the
 reconstruction of those tokens for L_R and L_R+ (Eqs. 9-10, :mod:`cse.losses.reconstruction`).
 
-It is the class a SARCSE export names in ``cse_config.json``: :func:`cse.modeling.load_model`
-imports this module alone, not the trainer nor the methods. The export also holds Z as a
+It is an :class:`~cse.embedding_encoder.EmbeddingEncoder` (the encoder hook), the class a SARCSE
+export names in ``cse_config.json``: :func:`cse.modeling.load_model` imports this module alone, not
+the trainer nor the methods. The export also holds Z as a
 sentence-transformers module (:mod:`cse.encoders.sarcse_embedding`), with its code.
 """
 
@@ -16,9 +17,10 @@ from dataclasses import dataclass, fields
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..errors import CSEUsageError
+from ..embedding_encoder import EmbeddingEncoder
 from ..export import write_module_code, write_modules
-from ..modeling import CSEModel, flat_views, model_class_path, read_cse_config, submodule_state, view_of
+from ..modeling import flat_views, submodule_state, view_of
+from ..run_names import CSE_CONFIG_NAME
 from .sarcse_embedding import SARCSEEmbedding, content_tokens, save_embedding
 from .textcnn import TextCNNAutoEncoder
 
@@ -49,7 +51,7 @@ def interleaved(first: ReconstructionBatch, second: ReconstructionBatch) -> Reco
     )
 
 
-class SARCSEModel(CSEModel):
+class SARCSEModel(EmbeddingEncoder):
     """A backbone whose sentence embedding is Z, the autoencoder's code of its last layer's real tokens.
 
     The training forward of two views returns ``{"embeddings": Z of each view, "reconstruction":
@@ -71,14 +73,15 @@ class SARCSEModel(CSEModel):
         detach_target: keep L_R's gradient off the target X (it still reaches the backbone through Z).
     """
 
+    pooler_name = "textcnn"  # recorded in cse_config.json and result JSONs: Z, Eq. 4
+
     def __init__(self, backbone, tokenizer, autoencoder: TextCNNAutoEncoder, detach_target: bool = False):
-        super().__init__(backbone, tokenizer, pooler_type="cls_before_pooler")
+        super().__init__(backbone, tokenizer)
         if autoencoder.hidden_size != backbone.config.hidden_size:
             raise ValueError(
                 f"autoencoder built for states of {autoencoder.hidden_size}, "
                 f"the backbone gives {backbone.config.hidden_size}"
             )
-        self.pooler_type = "textcnn"  # recorded in cse_config.json and result JSONs: Z, Eq. 4
         self.autoencoder = autoencoder
         self.detach_target = detach_target
         self.register_buffer("special_ids", torch.tensor(special_token_ids(tokenizer)), persistent=False)
@@ -103,11 +106,12 @@ class SARCSEModel(CSEModel):
 
     def encode_tokens(self, input_ids, attention_mask, token_type_ids=None, backbone=None, reconstruct=False):
         """:meth:`autoencode` of ``backbone``'s (default: this model's) last layer."""
-        states = self._backbone_outputs(input_ids, attention_mask, token_type_ids, backbone).last_hidden_state
+        states = self.backbone_outputs(input_ids, attention_mask, token_type_ids, backbone).last_hidden_state
         return self.autoencode(states, input_ids, attention_mask, reconstruct)
 
-    def _pooled(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
-        return self.encode_tokens(input_ids, attention_mask, token_type_ids, backbone)[0]
+    def embed_states(self, states, input_ids, attention_mask):
+        """Z of each row's real tokens (Eq. 4)."""
+        return self.autoencode(states, input_ids, attention_mask)[0]
 
     def forward(self, input_ids, attention_mask, token_type_ids=None) -> dict[str, torch.Tensor]:
         batch, views, _ = input_ids.shape
@@ -127,7 +131,7 @@ class SARCSEModel(CSEModel):
         )
         ids, mask, types = view_of(1, input_ids, attention_mask, token_type_ids)
         with torch.no_grad():
-            states = self._backbone_outputs(ids, mask, types, self.momentum_backbone).last_hidden_state
+            states = self.backbone_outputs(ids, mask, types, self.momentum_backbone).last_hidden_state
         # with the autoencoder's graph over p's tokens: L_R+ trains it
         positives, positive_batch = self.autoencode(states, ids, mask, reconstruct=True)
         return {
@@ -135,22 +139,28 @@ class SARCSEModel(CSEModel):
             "reconstruction": interleaved(anchor_batch, positive_batch),
         }
 
-    def cse_config(self) -> dict:
-        return {
-            "model_class": model_class_path(type(self)),
-            "pooler": self.pooler_type,
-            "autoencoder": self.autoencoder.get_config_dict(),
-            "detach_target": self.detach_target,
-        }
+    def export_config(self) -> dict:
+        return {"autoencoder": self.autoencoder.get_config_dict(), "detach_target": self.detach_target}
 
-    def write_export(self, directory: str, state_dict: dict | None = None) -> None:
-        """The backbone as a plain Hugging Face model (``AutoModel`` loads its token states), the
-        autoencoder beside it (``sarcse_autoencoder.safetensors``); :func:`cse.modeling.load_model`
-        or :meth:`from_pretrained` load both and embed with Z, and so does ``SentenceTransformer(dir,
-        trust_remote_code=True)`` (:meth:`write_sentence_transformers_modules`)."""
-        super().write_export(directory, state_dict=state_dict)
+    @classmethod
+    def from_export(cls, backbone, tokenizer, config: dict) -> SARCSEModel:
+        if "autoencoder" not in config:
+            raise FileNotFoundError(f"the export's {CSE_CONFIG_NAME} lacks the autoencoder's shape or weights")
+        return cls(backbone, tokenizer, TextCNNAutoEncoder(**config["autoencoder"]), config["detach_target"])
+
+    def save_weights(self, directory: str, state_dict: dict | None = None) -> None:
+        """The autoencoder beside the backbone (``sarcse_autoencoder.safetensors``):
+        :func:`cse.modeling.load_model` or :meth:`from_pretrained` load both and embed with Z, and so
+        does ``SentenceTransformer(dir, trust_remote_code=True)``
+        (:meth:`write_sentence_transformers_modules`)."""
         weights = {k: v.detach().contiguous().cpu() for k, v in self.autoencoder_state(state_dict).items()}
         save_file(weights, os.path.join(directory, AUTOENCODER_WEIGHTS_NAME))
+
+    def load_weights(self, directory: str) -> None:
+        weights = os.path.join(directory, AUTOENCODER_WEIGHTS_NAME)
+        if not os.path.isfile(weights):
+            raise FileNotFoundError(f"{directory} lacks the autoencoder's shape or weights ({weights})")
+        self.autoencoder.load_state_dict(load_file(weights))
 
     def write_sentence_transformers_modules(self, directory: str, state_dict: dict | None = None) -> None:
         """The backbone's ``Transformer``, then Z: :class:`~cse.encoders.sarcse_embedding.SARCSEEmbedding`, its
@@ -164,18 +174,3 @@ class SARCSEModel(CSEModel):
     def autoencoder_state(self, state_dict: dict | None = None) -> dict:
         """The autoencoder's weights: those in this model's ``state_dict`` if given, else the live ones."""
         return self.autoencoder.state_dict() if state_dict is None else submodule_state(state_dict, "autoencoder")
-
-    @classmethod
-    def from_pretrained(cls, model_name_or_path: str, pooler_type: str | None = None, **backbone_kwargs):
-        if pooler_type not in (None, "textcnn"):
-            raise CSEUsageError(
-                f"{model_name_or_path} is a SARCSE model: its embedding is Z, not pooler {pooler_type!r}"
-            )
-        config = read_cse_config(model_name_or_path)
-        weights = os.path.join(model_name_or_path, AUTOENCODER_WEIGHTS_NAME)
-        if "autoencoder" not in config or not os.path.isfile(weights):
-            raise FileNotFoundError(f"{model_name_or_path} lacks the autoencoder's shape or weights ({weights})")
-        encoder = CSEModel.from_pretrained(model_name_or_path, pooler_type="cls_before_pooler", **backbone_kwargs)
-        autoencoder = TextCNNAutoEncoder(**config["autoencoder"])
-        autoencoder.load_state_dict(load_file(weights))
-        return cls(encoder.backbone, encoder.tokenizer, autoencoder, detach_target=config["detach_target"])

@@ -107,10 +107,10 @@ class SelfGuidedEncoder(CSEModel):
     def forward(self, input_ids, attention_mask, token_type_ids=None) -> dict[str, torch.Tensor]:
         """``(b, 2, length)`` token ids (the collator's two identical copies): view 0 goes through
         BERT_T, view 1 through BERT_F."""
-        c = self._pooled(self.pooler_type, *view_of(0, input_ids, attention_mask, token_type_ids))
+        c = self.sentence_embedding(self.pooler_type, *view_of(0, input_ids, attention_mask, token_type_ids))
         ids, mask, types = view_of(1, input_ids, attention_mask, token_type_ids)
         with torch.no_grad():
-            fixed = self._backbone_outputs(ids, mask, types, backbone=self.fixed_backbone, hidden_states=True)
+            fixed = self.backbone_outputs(ids, mask, types, backbone=self.fixed_backbone, hidden_states=True)
             views = self.layer_views(fixed.hidden_states, mask)
             if self.sample_views:
                 views = self.sample(views)

@@ -266,5 +266,6 @@ RECORD = register(
             ),
         },
         variants={"sg": ("--loss_variant", "base"), "sg-opt": ("--loss_variant", "opt3")},
+        released_flags={"--pooling2": "the released code's token pooling (sentence-transformers 0.3.9)"},
     )
 )

@@ -244,6 +244,7 @@ class VAdvCSE(Part):
         "in the ball ||r_i|| <= eps (Ko, undated); with an MLP-BN training head on [CLS]"
     )
     Flags = VAdvCSEArguments
+    needs = frozenset({"token_inputs"})  # r is one vector per token of the anchors' input_ids
     refuses = {
         "positives": "another encoder of the positives (AdCSE's momentum encoder) would need a copy of V-advCSE's "
         "BatchNorm head, and its positives, encoded without gradient, would be the perturbed prediction's fixed "
@@ -254,9 +255,9 @@ class VAdvCSE(Part):
         "adds (MixCSE's mixed column: the mixed negative is built from the anchor's own positive behind a "
         "stop-gradient, a per-anchor decoy rather than a class of the prediction, so including it would make p depend "
         "on lambda and put x_i's own positive in two classes).",
-        "embedding": "The perturbed forward re-encodes the anchors through the replaced embedding (SARCSE's "
-        "autoencoder: p is over Z), keeps no reconstruction of its own (only the two-view forward's is "
-        "reconstructed), and V-advCSE's `--head` does not apply.",
+        "embedding": "The perturbed forward re-encodes the anchors through the replaced embedding (p is over that "
+        "embedding); only the two-view forward's outputs reach the other part's terms (the perturbed one's are the "
+        "anchors' embeddings alone), and V-advCSE's `--head` does not apply.",
     }
 
     def __init__(self, args=None, model_args=None):
