@@ -28,8 +28,9 @@ from cse import registry
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.atomic import write_json
 from cse.errors import CSEUsageError
-from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
+from cse.methods.adcse import AdCSEArguments
 from cse.parts import Part
+from cse.parts_state import PARTS_STATE_NAME
 from cse.reliability import LOCK_NAME, PROGRESS, NonFiniteGuard, interruption_error, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
 from cse.run_dir import CHECKPOINT_MARKER_NAME, INCOMPLETE_NAME, begin_checkpoint
@@ -148,12 +149,12 @@ def cut(path, fraction=0.5):
 
 @pytest.mark.parametrize(
     "name",
-    ["model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", ADVERSARY_STATE_NAME],
+    ["model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", PARTS_STATE_NAME],
 )
 @pytest.mark.parametrize("fault", ["missing", "cut"])
 def test_a_torn_checkpoint_is_skipped_for_the_newest_complete_one(tmp_path, name, fault, caplog):
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True)
-    files = (ADVERSARY_STATE_NAME,)
+    files = (PARTS_STATE_NAME,)
     older = fake_checkpoint(tmp_path / "checkpoint-10", 10, files)
     newer = fake_checkpoint(tmp_path / "checkpoint-20", 20, files)
     assert checkpoint_problem(newer, args, files) is None
@@ -163,7 +164,7 @@ def test_a_torn_checkpoint_is_skipped_for_the_newest_complete_one(tmp_path, name
         assert last_complete_checkpoint(str(tmp_path), args, files) == older
     assert f"skipping the incomplete checkpoint {newer}: {name}" in caplog.text
     # the method's file is required only where the method writes one
-    if name == ADVERSARY_STATE_NAME and fault == "missing":
+    if name == PARTS_STATE_NAME and fault == "missing":
         assert checkpoint_problem(newer, args) is None
 
 
@@ -299,15 +300,14 @@ def test_an_incomplete_named_or_best_checkpoint_is_refused_before_training(tmp_p
 
 
 def state_files(checkpoint):
-    """The state files a method's trainer added to ``checkpoint`` (``checkpoint_files()``; AdCSE's
-    fp32 master of p is written under bf16 only): every safetensors file but the model's, the one
-    format method state is saved in."""
+    """The parts' state file a method's trainer added to ``checkpoint`` (``checkpoint_files()``), if
+    any: every safetensors file but the model's."""
     return [f for f in sorted(os.listdir(checkpoint)) if f.endswith(".safetensors") and f != "model.safetensors"]
 
 
 def keeps_state(record) -> bool:
-    """Whether the method's part adds state files to its checkpoints."""
-    return record.part.state_files is not Part.state_files
+    """Whether the method's part adds state to its checkpoints."""
+    return record.part.state_dict is not Part.state_dict
 
 
 # The base, each method whose checkpoints hold state of its own, and each composition.
