@@ -322,7 +322,7 @@ FAST_KILLED = [
 def test_killed_inside_a_checkpoint_write_resumes_bit_identical(
     method, tiny_bert, tiny_roberta, tmp_path, monkeypatch, caplog
 ):
-    """Torn inside the write of the first state file of the run's own (else the optimizer's):
+    """Torn inside the write of the parts' state file (else the optimizer's):
     checkpoint-2 is complete, checkpoint-4 is not."""
     script, family, flags = METHODS[method]
     model_dir = tiny_bert if family == "bert" else tiny_roberta
