@@ -71,7 +71,7 @@ def diagnose(method: str | None, argv: list[str]) -> dict:
     # no evaluation runs, so no evaluation data is read
     trainer = build_trainer(model_args, data_args, training_args, model, loss, parts, eval_dataset=())
     for part in parts:
-        part.begin(trainer, None)  # as a run's start: SARCSE's token frequencies
+        part.begin(trainer, resumed=False)  # as a run's start: SARCSE's token frequencies
     model.train()
     batches, extras = [], {}
     for step, batch in enumerate(trainer.get_train_dataloader()):

@@ -119,12 +119,14 @@ class Part:
     - before the build: :meth:`conflict`, :meth:`prepare_run`;
     - the build (:func:`cse.build.build`): :meth:`encoder`, :meth:`wrap`, :meth:`loss`;
     - the batch: :meth:`views` (in the collator);
-    - the trainer's construction: :meth:`setup`; the start of ``train()``: :meth:`begin`; once the
-      model is wrapped: :meth:`train_begin`; each optimizer step: :meth:`step_begin`, then the step
-      program's :meth:`terms` and :meth:`weigh`, then :meth:`after_step` (all of them inside the
-      captured step under ``--cuda_graphs``, unless :meth:`capture_problem` says why not);
-    - state: :meth:`state_files`, :meth:`save_state` (each checkpoint), :meth:`restore` (a run whose
-      training had ended), :meth:`export` (beside the exported model);
+    - the trainer's construction: :meth:`setup`; the start of ``train()``: :meth:`load_state_dict`
+      (a resumed run), then :meth:`begin`; once the model is wrapped: :meth:`train_begin`; each
+      optimizer step: :meth:`step_begin`, then the step program's :meth:`terms` and :meth:`weigh`,
+      then :meth:`after_step` (all of them inside the captured step under ``--cuda_graphs``, unless
+      :meth:`capture_problem` says why not);
+    - state: :meth:`state_dict` (each checkpoint, one file for all parts: :mod:`cse.parts_state`),
+      :meth:`load_state_dict` (a resumed run, and a run whose training had ended, for its export),
+      :meth:`export` (beside the exported model);
     - evaluation: :meth:`selection_pooler`, :meth:`analysis`; diagnostics: :meth:`readings`.
     """
 
@@ -188,8 +190,9 @@ class Part:
     def setup(self, trainer) -> None:
         """At the trainer's construction: refuse what the run cannot do, place the part's modules."""
 
-    def begin(self, trainer, checkpoint: str | None) -> None:
-        """At the start of ``train()``: restore the part's state from ``checkpoint``, or start it."""
+    def begin(self, trainer, resumed: bool) -> None:
+        """At the start of ``train()``, after a resumed run (``resumed``) has handed the part its state
+        (:meth:`load_state_dict`): start what a new run starts (SARCSE counts the token frequencies)."""
 
     def train_begin(self, trainer) -> None:
         """Once the model is wrapped, cast and loaded (the Trainer's ``on_train_begin``)."""
@@ -224,17 +227,17 @@ class Part:
 
     # --- state ----------------------------------------------------------------------------------
 
-    def state_files(self, trainer) -> tuple[str, ...]:
-        """The files this part adds to every checkpoint, without which a resume would not continue
-        the same run."""
-        return ()
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The tensors without which a resumed run would not continue the same run (beyond the model's
+        weights and the Trainer's state, which the Trainer keeps): the trainer writes them into every
+        checkpoint, under ``<name>.<key>`` (:mod:`cse.parts_state`). The tensors themselves, on any
+        device: the trainer copies them to the CPU."""
+        return {}
 
-    def save_state(self, trainer, directory: str) -> None:
-        """Write :meth:`state_files` into the checkpoint ``directory`` (with the weights, before the
-        optimizer and Trainer state)."""
-
-    def restore(self, trainer, checkpoint: str) -> None:
-        """Restore what the export needs from ``checkpoint``, saved at the run's last step."""
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Take back :meth:`state_dict`'s tensors from a checkpoint, on the run's device: on resume,
+        before :meth:`begin`, and when a run whose training had ended completes its export. ``state``
+        is empty where the checkpoint holds none for the part: one that needs its state refuses it."""
 
     def export(self, trainer, directory: str) -> None:
         """Write what the part keeps beside the exported model into ``directory``."""

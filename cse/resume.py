@@ -24,6 +24,7 @@ from .atomic import write_json
 from .environment import collect_environment
 from .errors import CSEUsageError
 from .file_checks import CHECKED_SUFFIXES, load_mapping, unreadable
+from .parts_state import state_files
 from .run_dir import checkpoint_marked, is_run_checkpoint, run_format
 from .run_names import (
     CHECKPOINT_MARKER_NAME,
@@ -71,9 +72,10 @@ _CHECKPOINT_STEP = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 def checkpoint_problem(checkpoint: str, training_args, method_files=()) -> str | None:
     """What keeps ``checkpoint`` from restoring a run exactly, or None when it is complete: the
     Trainer's state, the model weights, the optimizer and scheduler, every process's RNG state (not
-    with ``--save_only_model``), the method's own state files ``method_files``, and any other weight
+    with ``--save_only_model``), the parts' state files ``method_files`` (in a checkpoint written
+    before :data:`~cse.parts_state.PARTS_STATE_NAME`, those it holds instead), and any other weight
     or state file present must be readable (:func:`cse.file_checks.unreadable`)."""
-    required = [TRAINER_STATE_NAME, *method_files]
+    required = [TRAINER_STATE_NAME, *(state_files(checkpoint) or method_files)]
     deepspeed_tag = os.path.join(checkpoint, "latest")
     if os.path.isfile(deepspeed_tag):  # DeepSpeed: weights, optimizer and its scheduler in the engine's folder
         with open(deepspeed_tag, encoding="utf-8") as f:

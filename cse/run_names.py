@@ -39,6 +39,8 @@ EXPORT_NAMES = "_export_names.json"
 INCOMPLETE_NAME = "_incomplete_checkpoints"
 # The file that makes a checkpoint folder this package's, written before any other file in it.
 CHECKPOINT_MARKER_NAME = "cse_checkpoint.json"
+# The state of the run's parts in a checkpoint (cse.parts_state): one file, keys <part>.<key>.
+PARTS_STATE_NAME = "parts_state.safetensors"
 
 # The mark a run writes into its run_args.json (under WRITTEN_BY_KEY) and its checkpoints' marker:
 # the package and the run directory's format, 1 since run_args.json says who wrote it; 0 stands for

@@ -28,10 +28,11 @@ from .encoding import BucketedEncoder
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
 from .parts import Part, Step, StepLoss, total
+from .parts_state import load_parts_state, parts_state, save_parts_state
 from .reliability import PROGRESS, NonFiniteGuard, check_finite_weights
 from .resume import check_checkpoint_matches, resolve_checkpoint, trainer_state
 from .run_dir import begin_checkpoint
-from .run_names import TRAINER_STATE_NAME
+from .run_names import PARTS_STATE_NAME, TRAINER_STATE_NAME
 from .step_graph import StepGraphs, TensorLearningRate, WholeStep
 
 logger = logging.getLogger(__name__)
@@ -184,9 +185,9 @@ class CSETrainer(Trainer):
         raise KeyError(f"this run has no part {name!r}; its parts: {', '.join(p.name for p in self.parts) or 'none'}")
 
     def checkpoint_files(self) -> tuple[str, ...]:
-        """The state files the parts add to every checkpoint, without which a resume would not
-        continue the same run (:func:`cse.resume.checkpoint_problem`)."""
-        return tuple(name for part in self.parts for name in part.state_files(self))
+        """The files the parts add to every checkpoint, without which a resume would not continue the
+        same run (:func:`cse.resume.checkpoint_problem`): the one file of their state, if they keep any."""
+        return (PARTS_STATE_NAME,) if parts_state(self.parts) else ()
 
     @property
     def citations(self) -> list[str]:
@@ -429,7 +430,8 @@ class CSETrainer(Trainer):
         ``checkpoint`` (saved at ``max_steps``), without training: the Trainer's state and the weights
         of the best checkpoint (``--load_best_model_at_end``) or of ``checkpoint``. Resumed from such
         a checkpoint, ``train()`` itself would run one more step unless ``max_steps`` ends an epoch
-        (transformers 5.24). A method that exports more than its model's weights restores it here too.
+        (transformers 5.24). The parts take their state from ``checkpoint`` too (what they export:
+        SARCSE's token frequencies).
 
         Under DeepSpeed the checkpoint's ``model.safetensors`` holds the state dict the engine
         exports (the Trainer saves it with ``Accelerator.get_state_dict``, as :meth:`save_encoder`
@@ -446,8 +448,7 @@ class CSETrainer(Trainer):
             self.model.to(self.args.device)
         else:
             self.model.load_state_dict(weights)
-        for part in self.parts:
-            part.restore(self, checkpoint)
+        load_parts_state(self.parts, checkpoint, self.args.device)
         logger.warning("training had ended at step %d: exporting the model of %s", self.state.global_step, source)
 
     def check_restorable(self, checkpoint: str) -> str:
@@ -480,12 +481,13 @@ class CSETrainer(Trainer):
             part.export(self, output_dir)
 
     def train(self, resume_from_checkpoint=None, **kwargs):
-        """The Trainer's ``train``, after each part has restored its state from the checkpoint it
-        resumes (``True``: the last complete one in ``output_dir``; another model layout's is refused)
-        or started it."""
+        """The Trainer's ``train``, after each part has taken its state from the checkpoint it resumes
+        (``True``: the last complete one in ``output_dir``; another model layout's is refused) and begun."""
         checkpoint = resolve_checkpoint(self, resume_from_checkpoint)
+        if checkpoint:
+            load_parts_state(self.parts, checkpoint, self.args.device)
         for part in self.parts:
-            part.begin(self, checkpoint)
+            part.begin(self, resumed=bool(checkpoint))
         self.step_graphs = None  # the Trainer makes a new optimizer and scheduler
         return super().train(resume_from_checkpoint=checkpoint, **kwargs)
 
@@ -498,8 +500,8 @@ class CSETrainer(Trainer):
         super().save_model(output_dir, _internal_call=_internal_call)
         # A checkpoint's model is saved first, before its optimizer and Trainer state: the parts' state
         # written here, not after the checkpoint (on_save), leaves no complete-looking checkpoint without it.
-        for part in self.parts:
-            part.save_state(self, output_dir or self.args.output_dir)
+        if self.args.should_save:
+            save_parts_state(self.parts, output_dir or self.args.output_dir)
 
 
 class PartHooks(TrainerCallback):

@@ -17,7 +17,8 @@ def main(out_dir, argv):
     model = trainer.accelerator.unwrap_model(trainer.model)
     state = {f"momentum_backbone.{k}": v.contiguous() for k, v in model.momentum_backbone.state_dict().items()}
     adcse = trainer.part("adcse")
-    state.update(adcse.adversary_state())
+    own = ("adversaries", "momentum_buffer")  # p's fp32 master apart, under momentum_master. below
+    state.update({k: v.contiguous().cpu() for k, v in adcse.state_dict().items() if k in own})
     if adcse.momentum_master is not None:
         state.update({f"momentum_master.{k}": v.contiguous().cpu() for k, v in adcse.momentum_master.items()})
     save_file(state, os.path.join(out_dir, f"rank{trainer.args.process_index}.safetensors"))

@@ -81,8 +81,8 @@ def install(spec: str, argv: list[str]):
     from transformers import TrainerCallback
     from transformers.trainer_callback import TrainerState
 
-    import cse.methods.adcse
     import cse.methods.sarcse
+    import cse.parts_state
 
     step, when, *file = spec.split(":")
     step = int(step)
@@ -117,7 +117,7 @@ def install(spec: str, argv: list[str]):
         return writer
 
     torch.save = wrap(torch.save, 1)
-    for module in (safetensors.torch, cse.methods.adcse, cse.methods.sarcse):
+    for module in (safetensors.torch, cse.parts_state, cse.methods.sarcse):
         module.save_file = wrap(module.save_file, 1)
     TrainerState.save_to_json = wrap(TrainerState.save_to_json, 1)
     return [KillAtStep()]

@@ -18,8 +18,9 @@ from cse.arguments import CSETrainingArguments
 from cse.data import TwoViewCollator
 from cse.losses import InfoNCELoss
 from cse.losses.adcse import AdversarialInfoNCELoss
-from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSE, AdCSEArguments
+from cse.methods.adcse import AdCSE, AdCSEArguments
 from cse.modeling import CSEModel
+from cse.run_names import PARTS_STATE_NAME
 
 from .conftest import (
     DATA,
@@ -264,8 +265,8 @@ def test_gradient_accumulation_equals_one_large_batch(no_dropout_bert, tmp_path)
     assert not torch.allclose(large.part("adcse").adversaries, initial)
     torch.testing.assert_close(small.part("adcse").adversaries, large.part("adcse").adversaries, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(
-        small.part("adcse").adversary_state()["momentum_buffer"],
-        large.part("adcse").adversary_state()["momentum_buffer"],
+        small.part("adcse").state_dict()["momentum_buffer"],
+        large.part("adcse").state_dict()["momentum_buffer"],
         rtol=1e-4,
         atol=1e-5,
     )
@@ -329,11 +330,11 @@ def test_resume_restores_p_adversaries_and_their_optimizer(tiny_bert, tmp_path, 
     straight.train()
     make_trainer(tiny_bert, tmp_path / "cut", callbacks=[StopAt()], **common).train()
     checkpoint = tmp_path / "cut" / f"checkpoint-{k}"
-    assert (checkpoint / ADVERSARY_STATE_NAME).is_file()
+    assert (checkpoint / PARTS_STATE_NAME).is_file()
     resumed = make_trainer(tiny_bert, tmp_path / "cut", **common)
     resumed.train(resume_from_checkpoint=str(checkpoint))
 
-    a, b = straight.part("adcse").adversary_state(), resumed.part("adcse").adversary_state()
+    a, b = straight.part("adcse").state_dict(), resumed.part("adcse").state_dict()
     for name in ("adversaries", "momentum_buffer"):
         torch.testing.assert_close(b[name], a[name], rtol=1e-5, atol=1e-6)
     for (name, x), y in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
@@ -352,8 +353,8 @@ def test_resume_refuses_what_would_not_restore_everything(tiny_bert, tmp_path):
     with pytest.raises(ValueError, match="no checkpoint to resume from"):
         make_trainer(tiny_bert, tmp_path / "empty", **common).train(resume_from_checkpoint=True)
     # a checkpoint without the adversaries' state is refused, not silently restarted
-    os.remove(os.path.join(checkpoint, ADVERSARY_STATE_NAME))
-    with pytest.raises(FileNotFoundError, match=ADVERSARY_STATE_NAME):
+    os.remove(os.path.join(checkpoint, PARTS_STATE_NAME))
+    with pytest.raises(ValueError, match="does not hold the adversaries' state"):
         make_trainer(tiny_bert, tmp_path / "run", **common).train(resume_from_checkpoint=checkpoint)
 
 
@@ -450,7 +451,7 @@ def test_run_adcse_with_each_ablation(tiny_bert, tmp_path, flags):
     for d in checkpoints:
         state = load_file(os.path.join(out, d, "model.safetensors"))
         assert any(key.startswith("momentum_backbone.") for key in state) == ("--no_untied_dual_encoder" not in flags)
-        assert os.path.isfile(os.path.join(out, d, ADVERSARY_STATE_NAME)) == ("--no_adversaries" not in flags)
+        assert os.path.isfile(os.path.join(out, d, PARTS_STATE_NAME)) == ("--no_adversaries" not in flags)
     with open(os.path.join(out, "trainer_state.json")) as f:
         history = json.load(f)["log_history"]
     assert sum("eval_stsb_spearman" in entry for entry in history) == 2

@@ -28,12 +28,12 @@ from cse import registry
 from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments, parse_args
 from cse.atomic import write_json
 from cse.errors import CSEUsageError
-from cse.methods.adcse import ADVERSARY_STATE_NAME, AdCSEArguments
+from cse.methods.adcse import AdCSEArguments
 from cse.parts import Part
 from cse.reliability import PROGRESS, NonFiniteGuard, interruption_error, output_dir_lock
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint
 from cse.run_dir import begin_checkpoint
-from cse.run_names import CHECKPOINT_MARKER_NAME, INCOMPLETE_NAME, LOCK_NAME
+from cse.run_names import CHECKPOINT_MARKER_NAME, INCOMPLETE_NAME, LOCK_NAME, PARTS_STATE_NAME
 from cse.trainer import CSETrainer
 
 from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args, tiny_run, train_argv
@@ -149,12 +149,12 @@ def cut(path, fraction=0.5):
 
 @pytest.mark.parametrize(
     "name",
-    ["model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", ADVERSARY_STATE_NAME],
+    ["model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json", PARTS_STATE_NAME],
 )
 @pytest.mark.parametrize("fault", ["missing", "cut"])
 def test_a_torn_checkpoint_is_skipped_for_the_newest_complete_one(tmp_path, name, fault, caplog):
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True)
-    files = (ADVERSARY_STATE_NAME,)
+    files = (PARTS_STATE_NAME,)
     older = fake_checkpoint(tmp_path / "checkpoint-10", 10, files)
     newer = fake_checkpoint(tmp_path / "checkpoint-20", 20, files)
     assert checkpoint_problem(newer, args, files) is None
@@ -164,7 +164,7 @@ def test_a_torn_checkpoint_is_skipped_for_the_newest_complete_one(tmp_path, name
         assert last_complete_checkpoint(str(tmp_path), args, files) == older
     assert f"skipping the incomplete checkpoint {newer}: {name}" in caplog.text
     # the method's file is required only where the method writes one
-    if name == ADVERSARY_STATE_NAME and fault == "missing":
+    if name == PARTS_STATE_NAME and fault == "missing":
         assert checkpoint_problem(newer, args) is None
 
 
@@ -300,15 +300,14 @@ def test_an_incomplete_named_or_best_checkpoint_is_refused_before_training(tmp_p
 
 
 def state_files(checkpoint):
-    """The state files a method's trainer added to ``checkpoint`` (``checkpoint_files()``; AdCSE's
-    fp32 master of p is written under bf16 only): every safetensors file but the model's, the one
-    format method state is saved in."""
+    """The parts' state file a method's trainer added to ``checkpoint`` (``checkpoint_files()``), if
+    any: every safetensors file but the model's."""
     return [f for f in sorted(os.listdir(checkpoint)) if f.endswith(".safetensors") and f != "model.safetensors"]
 
 
 def keeps_state(record) -> bool:
-    """Whether the method's part adds state files to its checkpoints."""
-    return record.part.state_files is not Part.state_files
+    """Whether the method's part adds state to its checkpoints."""
+    return record.part.state_dict is not Part.state_dict
 
 
 # The base, each method whose checkpoints hold state of its own, and each composition.
@@ -323,7 +322,7 @@ FAST_KILLED = [
 def test_killed_inside_a_checkpoint_write_resumes_bit_identical(
     method, tiny_bert, tiny_roberta, tmp_path, monkeypatch, caplog
 ):
-    """Torn inside the write of the first state file of the run's own (else the optimizer's):
+    """Torn inside the write of the parts' state file (else the optimizer's):
     checkpoint-2 is complete, checkpoint-4 is not."""
     script, family, flags = METHODS[method]
     model_dir = tiny_bert if family == "bert" else tiny_roberta

@@ -28,6 +28,7 @@ from cse.methods.sarcse import (
     build_model,
 )
 from cse.modeling import load_model
+from cse.run_names import PARTS_STATE_NAME
 
 from .conftest import DATA, REPO, SENTEVAL, WIKI_HEAD, launches, make_sarcse_trainer, small_sarcse_args
 
@@ -444,7 +445,7 @@ def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, mon
     torch.testing.assert_close(straight.part("sarcse").reconstruction_loss.token_counts, expected)
     make_sarcse_trainer(tiny_roberta, tmp_path / "cut", callbacks=[StopAt()]).train()
     checkpoint = tmp_path / "cut" / "checkpoint-2"
-    assert torch.equal(load_file(str(checkpoint / TOKEN_COUNTS_NAME))["token_counts"], expected)
+    assert torch.equal(load_file(str(checkpoint / PARTS_STATE_NAME))["sarcse.token_counts"], expected)
 
     def no_recount(*args, **kwargs):
         raise AssertionError("the token counts were recounted on resume")
@@ -472,8 +473,8 @@ def test_token_counts_are_saved_and_reused_on_resume(tiny_roberta, tmp_path, mon
     argv += ["--resume_from_checkpoint", str(last)]
     with pytest.raises(ValueError, match="saved by a different model.*autoencoder.transposed"):
         run_sarcse.main(argv)
-    os.remove(last / TOKEN_COUNTS_NAME)
-    with pytest.raises(FileNotFoundError, match=TOKEN_COUNTS_NAME):
+    os.remove(last / PARTS_STATE_NAME)
+    with pytest.raises(ValueError, match="lacks the token-frequency table"):
         make_sarcse_trainer(tiny_roberta, tmp_path / "straight").train(resume_from_checkpoint=str(last))
 
 
@@ -555,7 +556,7 @@ def test_run_sarcse_with_each_ablation(tiny_roberta, tmp_path, flags):
         args += ["--eval_steps", "24"]
     trainer = run_sarcse.main(args + flags)
     assert [part.name for part in trainer.parts] == ["sarcse"]
-    assert trainer.checkpoint_files() == (() if flags else (TOKEN_COUNTS_NAME,))
+    assert trainer.checkpoint_files() == (() if flags else (PARTS_STATE_NAME,))
     decoder, adaptive = "--no_decoder" not in flags, not flags
     with open(os.path.join(out, "trainer_state.json")) as f:
         history = json.load(f)["log_history"]
@@ -564,8 +565,9 @@ def test_run_sarcse_with_each_ablation(tiny_roberta, tmp_path, flags):
     assert sum("eval_stsb_spearman" in entry for entry in history) == (0 if flags else 1)
     checkpoints = [os.path.join(out, d) for d in os.listdir(out) if d.startswith("checkpoint-")]
     assert checkpoints
-    for directory in [out, *checkpoints]:
-        assert os.path.isfile(os.path.join(directory, TOKEN_COUNTS_NAME)) == adaptive, directory
+    assert os.path.isfile(os.path.join(out, TOKEN_COUNTS_NAME)) == adaptive
+    for directory in checkpoints:
+        assert os.path.isfile(os.path.join(directory, PARTS_STATE_NAME)) == adaptive, directory
     with open(os.path.join(out, "cse_config.json")) as f:
         config = json.load(f)
     assert (config["model_class"], config["pooler"], config["autoencoder"]["decoder"]) == (

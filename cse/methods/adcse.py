@@ -22,12 +22,10 @@ starts as an exact copy of the pretrained q and token types are zero.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field, fields
 
 import torch
 import torch.distributed as dist
-from safetensors.torch import load_file, save_file
 
 from .. import citations
 from ..distributed import world_size
@@ -39,8 +37,8 @@ from ..registry import BenchShape, MethodRecord, register
 
 logger = logging.getLogger(__name__)
 
-ADVERSARY_STATE_NAME = "adcse_adversaries.safetensors"
-MOMENTUM_MASTER_NAME = "adcse_momentum_master.safetensors"
+# The state_dict keys of p's fp32 master weights (those of the model's p, under this prefix).
+MOMENTUM_PREFIX = "momentum_backbone."
 
 
 @dataclass
@@ -134,10 +132,10 @@ class AdCSE(Part):
     (gathered from the ZeRO-2 partitions, one all-reduce per weight tensor of q each step) and
     copied into the 16-bit p for its forward. ZeRO-3 (p and q partitioned) and FSDP are refused.
 
-    Every checkpoint holds p (in the model's weights; its fp32 master, if any, in
-    ``adcse_momentum_master.safetensors``) and the adversaries with their SGD momentum (in
-    ``adcse_adversaries.safetensors``); a resumed run restores all of them, and refuses a checkpoint
-    of another model layout or number of adversaries.
+    Every checkpoint holds p (in the model's weights) and, in the parts' state (:meth:`state_dict`,
+    :mod:`cse.parts_state`), the adversaries with their SGD momentum and p's fp32 master, if any; a
+    resumed run restores all of them, and refuses a checkpoint of another model layout or number of
+    adversaries.
     """
 
     name = "adcse"
@@ -236,13 +234,6 @@ class AdCSE(Part):
     def parameters(self) -> list[torch.Tensor]:
         return [] if self.adversaries is None else [self.adversaries]
 
-    def state_files(self, trainer) -> tuple[str, ...]:
-        files = () if self.adversaries is None else (ADVERSARY_STATE_NAME,)
-        # p is cast to 16 bits only by DeepSpeed's engine; then its fp32 master is saved (momentum_master)
-        if self.model is not None and trainer.is_deepspeed_enabled and (trainer.args.bf16 or trainer.args.fp16):
-            files += (MOMENTUM_MASTER_NAME,)
-        return files
-
     def loss_scale(self, trainer) -> float:
         """The factor by which the backward multiplies every gradient (fp16's dynamic loss scale)."""
         if trainer.is_deepspeed_enabled:
@@ -300,56 +291,58 @@ class AdCSE(Part):
         torch._foreach_mul_(p, self.args.momentum)
         torch._foreach_add_(p, q, alpha=1.0 - self.args.momentum)
 
-    def adversary_state(self) -> dict[str, torch.Tensor]:
-        state = {"adversaries": self.adversaries.detach()}
-        buffer = self.adversary_optimizer.state.get(self.adversaries, {}).get("momentum_buffer")
-        if buffer is not None:
-            state["momentum_buffer"] = buffer
-        return {name: tensor.contiguous().cpu() for name, tensor in state.items()}
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The adversaries and their SGD momentum, and p's fp32 master where p is in 16 bits
+        (``momentum_backbone.<name>``; p itself is in the model's weights)."""
+        state = {}
+        if self.adversaries is not None:
+            state["adversaries"] = self.adversaries.detach()
+            buffer = self.adversary_optimizer.state.get(self.adversaries, {}).get("momentum_buffer")
+            if buffer is not None:
+                state["momentum_buffer"] = buffer
+        if self.momentum_master is not None:
+            state.update({f"{MOMENTUM_PREFIX}{name}": t for name, t in self.momentum_master.items()})
+        return state
 
-    def load_adversary_state(self, trainer, checkpoint: str) -> None:
-        path = os.path.join(checkpoint, ADVERSARY_STATE_NAME)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"{path} is missing: {checkpoint} does not hold the adversaries' state, so resuming would restart "
-                "them from scratch"
-            )
-        # read on the CPU: safetensors refuses device names such as DeepSpeed's "cpu:0"
-        state = {name: t.to(trainer.args.device) for name, t in load_file(path).items()}
-        if state["adversaries"].shape != self.adversaries.shape:
-            raise CSEUsageError(
-                f"{path} holds {tuple(state['adversaries'].shape)} adversaries, this run "
-                f"{tuple(self.adversaries.shape)} (M x d): resume with the checkpoint's --num_adversaries"
-            )
-        with torch.no_grad():
-            self.adversaries.copy_(state["adversaries"])
-        if "momentum_buffer" in state:
-            self.adversary_optimizer.state[self.adversaries]["momentum_buffer"] = state["momentum_buffer"]
-        logger.info("adversaries and their optimizer state restored from %s", path)
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Resume the adversaries and their SGD momentum; p's fp32 master is taken once the model is
+        loaded and cast (:meth:`train_begin`)."""
+        state = dict(state)
+        if self.adversaries is not None:
+            if "adversaries" not in state:
+                raise ValueError(
+                    "the checkpoint does not hold the adversaries' state (adcse.adversaries), so resuming would "
+                    "restart them from scratch"
+                )
+            adversaries = state.pop("adversaries")
+            if adversaries.shape != self.adversaries.shape:
+                raise CSEUsageError(
+                    f"the checkpoint holds {tuple(adversaries.shape)} adversaries, this run "
+                    f"{tuple(self.adversaries.shape)} (M x d): resume with the checkpoint's --num_adversaries"
+                )
+            with torch.no_grad():
+                self.adversaries.copy_(adversaries)
+            if "momentum_buffer" in state:
+                self.adversary_optimizer.state[self.adversaries]["momentum_buffer"] = state.pop("momentum_buffer")
+        master = {
+            name.removeprefix(MOMENTUM_PREFIX): state.pop(name)
+            for name in list(state)
+            if name.startswith(MOMENTUM_PREFIX)
+        }
+        if state:
+            raise ValueError(f"the checkpoint holds AdCSE state this run does not keep: {', '.join(sorted(state))}")
+        self._saved_momentum_master = master if master and self.model is not None else None
 
-    def begin(self, trainer, checkpoint: str | None) -> None:
-        self._resuming = bool(checkpoint)
-        if checkpoint and self.adversaries is not None:
-            self.load_adversary_state(trainer, checkpoint)
-        master = os.path.join(checkpoint or "", MOMENTUM_MASTER_NAME)
-        if checkpoint and self.model is not None and os.path.isfile(master):
-            prefix = "momentum_backbone."
-            self._saved_momentum_master = {
-                name.removeprefix(prefix): t.to(trainer.args.device) for name, t in load_file(master).items()
-            }
+    def begin(self, trainer, resumed: bool) -> None:
+        self._resuming = resumed
+        if not resumed:
+            self._saved_momentum_master = None
 
     def train_begin(self, trainer) -> None:
         """Once the model is wrapped (and cast, and a checkpoint loaded): p's fp32 master where p is
         in 16 bits (:func:`momentum_master`)."""
         saved, self._saved_momentum_master = self._saved_momentum_master, None
         self.momentum_master = None if self.model is None else momentum_master(self.model, saved, self._resuming)
-
-    def save_state(self, trainer, directory: str) -> None:
-        if self.adversaries is not None and trainer.args.should_save:
-            save_file(self.adversary_state(), os.path.join(directory, ADVERSARY_STATE_NAME))
-        if self.momentum_master is not None and trainer.args.should_save:
-            master = {f"momentum_backbone.{name}": t.contiguous().cpu() for name, t in self.momentum_master.items()}
-            save_file(master, os.path.join(directory, MOMENTUM_MASTER_NAME))
 
 
 def momentum_master(model, saved: dict | None, resuming: bool) -> dict | None:
@@ -359,7 +352,7 @@ def momentum_master(model, saved: dict | None, resuming: bool) -> dict | None:
     checkpoint's p was rounded)."""
     p = dict(model.momentum_backbone.named_parameters())
     if saved is not None and saved.keys() != p.keys():
-        raise ValueError(f"{MOMENTUM_MASTER_NAME} does not hold this model's encoder p")
+        raise ValueError("the checkpoint's fp32 master of p (adcse.momentum_backbone.*) is not this model's encoder p")
     if all(t.dtype == torch.float32 for t in p.values()):
         if saved is not None:
             with torch.no_grad():
@@ -367,9 +360,9 @@ def momentum_master(model, saved: dict | None, resuming: bool) -> dict | None:
                     t.copy_(saved[name])
         return None
     if saved is None and resuming:
-        raise FileNotFoundError(
-            f"the checkpoint lacks {MOMENTUM_MASTER_NAME}: its p was saved without an fp32 master, so resuming "
-            "in 16 bits would continue from a rounded p; resume with the precision it was saved with"
+        raise ValueError(
+            "the checkpoint holds no fp32 master of p (adcse.momentum_backbone.*): its p was saved without one, so "
+            "resuming in 16 bits would continue from a rounded p; resume with the precision it was saved with"
         )
     if saved is None:  # a fresh start: p is still q's (16-bit) copy, as is q's fp32 master
         saved = {name: t.detach().float().clone() for name, t in p.items()}

@@ -15,8 +15,9 @@ The reconstruction is an add-on, not a fork of SimCSE's path ("plug-and-play", S
   sees Z; a training forward of two views also returns the tokens, their reconstruction and ids;
 * the part (:class:`SARCSE`) replaces the sentence embedding with that encoder, adds L_R and L_R+
   to whatever loss the other parts compute, and weighs all of it by alpha. It counts the token
-  frequencies once, on the training sentences, saves them with every checkpoint and the final model
-  (``sarcse_token_counts.safetensors``) and restores them on resume instead of counting again.
+  frequencies once, on the training sentences, keeps them in every checkpoint's parts' state and
+  beside the final model (``sarcse_token_counts.safetensors``), and restores them on resume instead
+  of counting again.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import logging
 import os
 from dataclasses import dataclass, field, fields
 
-from safetensors.torch import load_file, save_file
+import torch
+from safetensors.torch import save_file
 
 from .. import citations
 from ..arguments import CSETrainingArguments, DataArguments, ModelArguments
@@ -41,6 +43,7 @@ from ..registry import BenchShape, MethodRecord, register
 
 logger = logging.getLogger(__name__)
 
+# The token-frequency table beside the exported model.
 TOKEN_COUNTS_NAME = "sarcse_token_counts.safetensors"
 RECONSTRUCTION_TERMS = ("reconstruction", "reconstruction_positive")
 
@@ -255,9 +258,6 @@ class SARCSE(Part):
             return {}
         return {"reconstruction": self.args.beta, "reconstruction_positive": self.args.gamma}
 
-    def state_files(self, trainer) -> tuple[str, ...]:
-        return (TOKEN_COUNTS_NAME,) if self.needs_counts else ()
-
     def count_token_frequencies(self, trainer) -> None:
         counts = count_tokens(
             corpus_token_ids(trainer.train_dataset),
@@ -272,41 +272,31 @@ class SARCSE(Part):
             len(trainer.train_dataset),
         )
 
-    def load_token_counts(self, trainer, directory: str) -> None:
-        path = os.path.join(directory, TOKEN_COUNTS_NAME)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(
-                f"{path} is missing: this checkpoint lacks the token-frequency table of its run (was it saved "
-                "with --plain_mse, or by another method?)"
-            )
-        self.reconstruction_loss.set_counts(load_file(path)["token_counts"].to(trainer.args.device))
-        logger.info("token frequencies restored from %s", path)
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The token-frequency table, counted once on the training sentences (not with ``--plain_mse``)."""
+        return {"token_counts": self.reconstruction_loss.token_counts} if self.needs_counts else {}
 
-    def save_token_counts(self, trainer, directory: str) -> None:
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        if not self.needs_counts:
+            return
+        if "token_counts" not in state:
+            raise ValueError(
+                "the checkpoint lacks the token-frequency table of its run (sarcse.token_counts): was it saved "
+                "with --plain_mse, or by another method?"
+            )
+        self.reconstruction_loss.set_counts(state["token_counts"])
+
+    def begin(self, trainer, resumed: bool) -> None:
+        if self.needs_counts and not resumed:
+            self.count_token_frequencies(trainer)
+
+    def export(self, trainer, directory: str) -> None:
         if self.needs_counts and trainer.args.should_save:
             os.makedirs(directory, exist_ok=True)
             save_file(
                 {"token_counts": self.reconstruction_loss.token_counts.cpu()},
                 os.path.join(directory, TOKEN_COUNTS_NAME),
             )
-
-    def begin(self, trainer, checkpoint: str | None) -> None:
-        if self.needs_counts:
-            if checkpoint:
-                self.load_token_counts(trainer, checkpoint)
-            else:
-                self.count_token_frequencies(trainer)
-
-    def restore(self, trainer, checkpoint: str) -> None:
-        if self.needs_counts:
-            self.load_token_counts(trainer, checkpoint)  # exported beside the model (export)
-
-    def save_state(self, trainer, directory: str) -> None:
-        # With the weights, before the optimizer and Trainer state: no complete-looking checkpoint lacks it.
-        self.save_token_counts(trainer, directory)
-
-    def export(self, trainer, directory: str) -> None:
-        self.save_token_counts(trainer, directory)
 
 
 RECORD = register(
