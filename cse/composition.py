@@ -1,7 +1,8 @@
 """Composed runs (``run_cse.py --parts mixcse,vadvcse``): SimCSE's two dropout views and InfoNCE are
 the base, and each named part (:mod:`cse.parts`) adds what its paper adds to it. This module reads
-the command line of such a run and writes docs/composition.md; the run itself is any method's
-(:func:`cse.pipeline.train` of the parts).
+the command line of such a run, and of each method's run script (:func:`parse`, the one parser of
+both: a preset is its record's part with its flags), into a :class:`~cse.run.Run`, and writes
+docs/composition.md; the run itself is any method's (:func:`cse.pipeline.train` of the Run).
 
 The parts are checked before any work: unknown, repeated or empty names, and pairs that do not
 combine (:func:`cse.parts.why_not`) are refused, and each part's settings are judged against the
