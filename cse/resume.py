@@ -429,7 +429,7 @@ def resolve_checkpoint(trainer, resume_from_checkpoint) -> str | None:
             else None
         )
         if resume_from_checkpoint is None:
-            raise ValueError(f"no checkpoint to resume from in {trainer.args.output_dir}")
+            raise ValueError(f"no checkpoint to resume from in {output_dir}")
     if not resume_from_checkpoint:
         return None
     if not os.path.isdir(resume_from_checkpoint):

@@ -7,6 +7,7 @@ import inspect
 
 import pytest
 
+from cse import composition, registry
 from cse.arguments import CSETrainingArguments
 
 from .conftest import method_run
@@ -51,3 +52,13 @@ def test_a_run_derives_its_output_directory_global_batch_and_settings(tmp_path):
     assert "senteval_data_dir" not in run.settings["data"]  # where, not what
     assert run.settings is run.settings  # computed once
     assert "method" not in method_run(args).settings  # SimCSE has no flags of its own
+
+
+@pytest.mark.parametrize("name", [record.name for record in registry.parts()])
+def test_a_run_script_and_run_cse_parse_one_preset_alike(tmp_path, name):
+    """``run_<m>.py`` and ``run_cse.py --parts <m>`` make the same run of the same command line."""
+    argv = ["--output_dir", str(tmp_path / "out"), "--seed", "3"]
+    (script,) = composition.parse(argv, preset=registry.get(name))
+    (parts,) = composition.parse(["--parts", name, *argv])
+    assert script.record is parts.record and [p.args for p in script.parts] == [p.args for p in parts.parts]
+    assert script.settings == parts.settings and script.global_batch == parts.global_batch
