@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import itertools
 import sys
 from dataclasses import dataclass, field
@@ -288,23 +287,23 @@ def main(argv: list[str] | None = None, callbacks=()):
     """``run_cse.py``: train and evaluate the composition the command line ``argv`` names;
     ``callbacks`` (``TrainerCallback`` objects) join the Trainer's. Returns the trainer. A script that
     registers a part of its own (docs/extending.md) calls this after registering it."""
-    return start(parse, argv, callbacks)
+    return start(argv, callbacks)
 
 
 def run_method(record: MethodRecord, argv: list[str] | None = None, callbacks=()):
     r"""The ``main`` of a method's run script: train the preset of ``record`` as the command line
     ``argv`` says (its record's dataclasses: a config file first, then flags). ``callbacks``
     (``TrainerCallback``\ s) join the Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
-    return start(functools.partial(parse, preset=record), argv, callbacks)
+    return start(argv, callbacks, preset=record)
 
 
-def start(parser, argv: list[str] | None, callbacks):
-    """Check the library versions, parse ``argv`` with ``parser`` into its run and train it
-    (:func:`cse.pipeline.train`)."""
+def start(argv: list[str] | None, callbacks, preset: MethodRecord | None = None):
+    """Check the library versions, :func:`parse` ``argv`` (with ``preset``: a run script's) into its
+    run and train it (:func:`cse.pipeline.train`)."""
     from .environment import check_min_versions
 
     check_min_versions()
-    (run,) = parser(argv)
+    (run,) = parse(argv, preset=preset)
     from .pipeline import train  # after parse: --help and refusals answer without loading the trainer
 
     return train(run, callbacks)
