@@ -71,7 +71,8 @@ class Run:
 
     @functools.cached_property
     def global_batch(self) -> int:
-        """Sentences per training step across the processes: each anchor's in-batch negatives and more."""
+        """The sentences of one training step across the processes (each anchor's in-batch negatives are
+        the others; :func:`cse.arguments.global_batch`)."""
         return global_batch(self.training_args)
 
     @property
