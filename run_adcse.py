@@ -6,9 +6,9 @@ python run_adcse.py --model_name_or_path bert-base-uncased --output_dir result/a
 accelerate launch run_adcse.py configs/adcse_bert_base.yaml
 """
 
+from cse.composition import run_method
 from cse.errors import run_cli
 from cse.methods.adcse import RECORD
-from cse.pipeline import run_method
 
 
 def main(argv=None, callbacks=()):

@@ -6,9 +6,9 @@ python run_mixcse.py --model_name_or_path bert-base-uncased --output_dir result/
 accelerate launch run_mixcse.py configs/mixcse_bert_base.yaml
 """
 
+from cse.composition import run_method
 from cse.errors import run_cli
 from cse.methods.mixcse import RECORD
-from cse.pipeline import run_method
 
 
 def main(argv=None, callbacks=()):

@@ -7,9 +7,9 @@ python run_sarcse.py --output_dir result/sarcse            # roberta-base, the p
 accelerate launch run_sarcse.py configs/sarcse_roberta_base.yaml
 """
 
+from cse.composition import run_method
 from cse.errors import run_cli
 from cse.methods.sarcse import RECORD
-from cse.pipeline import run_method
 
 
 def main(argv=None, callbacks=()):

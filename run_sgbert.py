@@ -11,9 +11,9 @@ Without --train_file (or --dataset_name) the corpus is the paper's: every STS-B 
 sentence, unlabelled, written to OUTPUT_DIR/stsb_sentences.txt (see cse.stsb_corpus).
 """
 
+from cse.composition import run_method
 from cse.errors import run_cli
 from cse.methods.sgbert import RECORD
-from cse.pipeline import run_method
 
 
 def main(argv=None, callbacks=()):

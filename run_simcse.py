@@ -5,9 +5,9 @@ python run_simcse.py --model_name_or_path bert-base-uncased --output_dir result/
 accelerate launch run_simcse.py configs/simcse_bert_base.yaml
 """
 
+from cse.composition import run_method
 from cse.errors import run_cli
 from cse.methods.simcse import RECORD
-from cse.pipeline import run_method
 
 
 def main(argv=None, callbacks=()):

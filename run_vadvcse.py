@@ -6,9 +6,9 @@ python run_vadvcse.py --model_name_or_path bert-base-uncased --output_dir result
 accelerate launch run_vadvcse.py configs/vadvcse_bert_base.yaml
 """
 
+from cse.composition import run_method
 from cse.errors import run_cli
 from cse.methods.vadvcse import RECORD
-from cse.pipeline import run_method
 
 
 def main(argv=None, callbacks=()):

@@ -683,10 +683,14 @@ def check_training_length(values: dict) -> None:
         )
 
 
+def global_batch(training_args) -> int:
+    """The sentences of one training step across the processes (gradient accumulation aside)."""
+    return training_args.per_device_train_batch_size * training_args.world_size
+
+
 def steps_per_epoch(training_args, sentences: int) -> int:
     """The optimizer steps of an epoch over ``sentences``, as the Trainer counts them."""
-    global_batch = training_args.per_device_train_batch_size * training_args.world_size
-    return max(1, math.ceil(sentences / global_batch) // training_args.gradient_accumulation_steps)
+    return max(1, math.ceil(sentences / global_batch(training_args)) // training_args.gradient_accumulation_steps)
 
 
 def run_steps(training_args, sentences: int) -> int:
@@ -711,10 +715,10 @@ def check_run_steps(training_args, sentences: int) -> None:
 
 def check_global_batch(training_args) -> None:
     """In-batch contrastive learning needs 2 sentences or more in each global batch."""
-    global_batch = training_args.per_device_train_batch_size * training_args.world_size
-    if global_batch < 2:
+    batch = global_batch(training_args)
+    if batch < 2:
         raise CSEUsageError(
-            f"the global batch is {global_batch} sentence(s): in-batch contrastive learning needs at least 2 "
+            f"the global batch is {batch} sentence(s): in-batch contrastive learning needs at least 2 "
             "(each sentence's negatives are the other sentences of the batch)",
             hint="pass --per_device_train_batch_size 2 or more (SimCSE: 64)",
         )

@@ -1,7 +1,8 @@
 """Composed runs (``run_cse.py --parts mixcse,vadvcse``): SimCSE's two dropout views and InfoNCE are
 the base, and each named part (:mod:`cse.parts`) adds what its paper adds to it. This module reads
-the command line of such a run and writes docs/composition.md; the run itself is any method's
-(:func:`cse.pipeline.train` of the parts).
+the command line of such a run, and of each method's run script (:func:`parse`, the one parser of
+both: a preset is its record's part with its flags), into a :class:`~cse.run.Run`, and writes
+docs/composition.md; the run itself is any method's (:func:`cse.pipeline.train` of the Run).
 
 The parts are checked before any work: unknown, repeated or empty names, and pairs that do not
 combine (:func:`cse.parts.why_not`) are refused, and each part's settings are judged against the
@@ -32,6 +33,7 @@ from .errors import CSEUsageError
 from .parts import BASE_EQUATION, NEEDS, SLOTS, pairs_refused, said_of, why_not
 from .parts_overview import overview
 from .registry import BASE_ARGUMENTS, MethodRecord
+from .run import Run
 
 
 @dataclass
@@ -217,13 +219,18 @@ def composed_help(chosen: list[MethodRecord], base_types: tuple[type, ...]) -> s
     return "\n".join(lines)
 
 
-def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
-    """``(model_args, data_args, training_args, record, parts, *extra)`` of a ``run_cse.py`` command
-    line: a single part's preset (its run script's dataclasses and defaults), or SimCSE's shared
-    arguments, the composed record and its parts; then the dataclasses ``extra`` (another command's
-    own flags, ``python -m cse.diagnostics``'). The parts and their flags are checked before
-    anything else."""
+def parse(argv: list[str] | None = None, extra: tuple[type, ...] = (), preset: MethodRecord | None = None) -> tuple:
+    """``(run, *extra)`` of a command line: the :class:`~cse.run.Run` it names, then the values of
+    the dataclasses ``extra`` (another command's own flags, ``python -m cse.diagnostics``'). The one
+    parser of the run scripts and ``run_cse.py``: with ``preset``, a method's run script's command
+    line (its record's dataclasses, the part's flags spelled as they name them); else ``run_cse.py``'s,
+    whose ``--parts`` names a single part's preset (the same dataclasses and defaults, the part's flags
+    spelled either way) or a composition of SimCSE's shared arguments and the parts, whose names and
+    flags are checked before anything else. A preset is its record's one part with its flags
+    (:meth:`~cse.registry.MethodRecord.preset`), none for SimCSE."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if preset is not None:
+        return preset_run(preset, parse_args((*preset.argument_types, *extra), argv))
     chosen = select(requested_parts(argv))
     config_path = argv[0] if argv and argv[0].endswith(CONFIG_SUFFIXES) else None
     config, argv = (read_config_file(config_path), argv[1:]) if config_path else ({}, argv)
@@ -241,13 +248,14 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
         check_flags_of_other_parts(chosen, flags, base)
         tokens, values = [*shared[1], *own[record.name][1]], {**shared[0], **own[record.name][0]}
         parsed = parse_args(types, tokens, config=values, config_path=config_path)
-        return (*parsed[:3], record, record.preset(parsed), *parsed[len(record.argument_types) + 1 :])
+        own_types = len(record.argument_types)
+        return preset_run(record, (*parsed[:own_types], *parsed[own_types + 1 :]))  # run_cse.py's --parts left out
     base_types = (*BASE_ARGUMENTS, PartsArguments, *extra)
     base = names_of(base_types)
     shared, own = route(chosen, config, argv, base, config_path)  # a shared config key named as the file's
     check_flags_of_other_parts(chosen, flags, base)
     parsed = parse_args(base_types, shared[1], config=shared[0], config_path=config_path)
-    model_args, data_args, training_args = parsed[:3]
+    model_args = parsed[0]
     parts = []
     for record in chosen:
         values, tokens = own[record.name]
@@ -262,7 +270,13 @@ def parse(argv: list[str] | None = None, extra: tuple[type, ...] = ()):
         reason = part.conflict([other for other in parts if other is not part])
         if reason:
             raise CSEUsageError(f"--parts {','.join(r.name for r in chosen)}: {reason}", hint="see docs/composition.md")
-    return (model_args, data_args, training_args, registry.composed(chosen), parts, *parsed[len(BASE_ARGUMENTS) + 1 :])
+    return (Run(registry.composed(chosen), parts, *parsed[:3]), *parsed[len(BASE_ARGUMENTS) + 1 :])
+
+
+def preset_run(record: MethodRecord, parsed: tuple) -> tuple:
+    """``(run, *rest)``: the preset of ``record`` of the values its dataclasses parsed (``parsed``, in
+    the order of its :attr:`~cse.registry.MethodRecord.argument_types`), and the values after them."""
+    return (Run(record, record.preset(parsed), *parsed[:3]), *parsed[len(record.argument_types) :])
 
 
 def names_of(types: tuple[type, ...]) -> set[str]:
@@ -273,13 +287,26 @@ def main(argv: list[str] | None = None, callbacks=()):
     """``run_cse.py``: train and evaluate the composition the command line ``argv`` names;
     ``callbacks`` (``TrainerCallback`` objects) join the Trainer's. Returns the trainer. A script that
     registers a part of its own (docs/extending.md) calls this after registering it."""
+    return start(argv, callbacks)
+
+
+def run_method(record: MethodRecord, argv: list[str] | None = None, callbacks=()):
+    r"""The ``main`` of a method's run script: train the preset of ``record`` as the command line
+    ``argv`` says (its record's dataclasses: a config file first, then flags). ``callbacks``
+    (``TrainerCallback``\ s) join the Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
+    return start(argv, callbacks, preset=record)
+
+
+def start(argv: list[str] | None, callbacks, preset: MethodRecord | None = None):
+    """Check the library versions, :func:`parse` ``argv`` (with ``preset``: a run script's) into its
+    run and train it (:func:`cse.pipeline.train`)."""
     from .environment import check_min_versions
 
     check_min_versions()
-    model_args, data_args, training_args, record, parts = parse(argv)
+    (run,) = parse(argv, preset=preset)
     from .pipeline import train  # after parse: --help and refusals answer without loading the trainer
 
-    return train(record, parts, model_args, data_args, training_args, callbacks)
+    return train(run, callbacks)
 
 
 # --- the documentation --------------------------------------------------------------------------

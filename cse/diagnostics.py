@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 from transformers import set_seed
 
 from . import composition, registry
-from .arguments import parse_args
 from .atomic import write_json
 from .build import build
 from .environment import check_min_versions, collect_environment
 from .errors import CSEUsageError, run_cli
-from .pipeline import build_trainer, method_settings
+from .pipeline import build_trainer
 from .trainer import term_gradients
 
 
@@ -52,24 +51,23 @@ class DiagnosticsArguments:
 
 
 def parse(method: str | None, argv: list[str]):
-    """``(model_args, data_args, training_args, record, parts, diag_args)``: of the method (or
-    variant) ``method`` as its run script parses them, else of the composition ``argv``'s ``--parts``
-    names, as ``run_cse.py`` does."""
+    """``(run, diag_args)``: the run of the method (or variant) ``method`` as its run script parses
+    it, else of the composition ``argv``'s ``--parts`` names, as ``run_cse.py`` does
+    (:func:`cse.composition.parse`)."""
     if method is None:
         return composition.parse(argv, extra=(DiagnosticsArguments,))
     record, implied = registry.variant(method)
-    parsed = parse_args((*record.argument_types, DiagnosticsArguments), [*implied, *argv])
-    parts = record.preset(parsed)
-    return (*parsed[:3], record, parts, parsed[-1])
+    return composition.parse([*implied, *argv], extra=(DiagnosticsArguments,), preset=record)
 
 
 def diagnose(method: str | None, argv: list[str]) -> dict:
-    model_args, data_args, training_args, record, parts, diag_args = parse(method, argv)
-    training_args.per_device_train_batch_size = diag_args.batch_size
+    run, diag_args = parse(method, argv)
+    model_args, data_args, training_args, parts = run.model_args, run.data_args, run.training_args, run.parts
+    training_args.per_device_train_batch_size = diag_args.batch_size  # before the run's global batch is read
     set_seed(training_args.seed)
-    model, loss = build(parts, model_args)
+    model, loss = build(list(parts), model_args)
     # no evaluation runs, so no evaluation data is read
-    trainer = build_trainer(model_args, data_args, training_args, model, loss, parts, eval_dataset=())
+    trainer = build_trainer(run, model, loss, eval_dataset=())
     for part in parts:
         part.begin(trainer, resumed=False)  # as a run's start: SARCSE's token frequencies
     model.train()
@@ -102,7 +100,7 @@ def diagnose(method: str | None, argv: list[str]) -> dict:
             "share": mean(f"term_share_{name}", batches),
         }
     report = {
-        "method": method or record.name,
+        "method": method or run.record.name,
         "num_batches": diag_args.num_batches,
         "batch_size": diag_args.batch_size,
         "terms": table,
@@ -110,7 +108,7 @@ def diagnose(method: str | None, argv: list[str]) -> dict:
         "settings": {
             "model": dataclasses.asdict(model_args),
             "data": dataclasses.asdict(data_args),
-            "method": method_settings(record, parts) or {},
+            "method": run.method_settings or {},
             "seed": training_args.seed,
         },
         "environment": collect_environment(training_args),

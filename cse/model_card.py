@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import yaml
 from huggingface_hub import ModelCard, ModelCardData, upload_folder
@@ -19,8 +20,12 @@ from huggingface_hub import ModelCard, ModelCardData, upload_folder
 from . import registry
 from .atomic import atomic_path
 from .citations import bibtex_field
+from .environment import collect_environment
 from .modeling import MODEL_CLASS_PACKAGE, names_encoder_class, read_cse_config
+from .paths import default_train_file
 from .results import markdown_table
+from .resume import model_selection
+from .run import Run
 from .run_names import CSE_CONFIG_NAME
 
 # What AutoModel's outputs give each exportable pooler's embedding (``outputs``: the model's output,
@@ -95,33 +100,61 @@ def _load_section(repo: str, cse_config: Mapping, sentence_transformers: bool, c
     return "\n".join(parts)
 
 
-def build_model_card(
-    output_dir: str,
-    *,
-    method: str | registry.MethodRecord,
-    base_model: str,
-    train_source: str,
-    train_dataset_name: str | None,
-    train_sentences: int,
-    settings: Mapping,
-    reports: Mapping[str, Mapping],
-    citations: Sequence[str],
-    environment: Mapping,
-    repo_id: str | None = None,
-    selection: str | None = None,
-    export_dir: str | None = None,
-) -> ModelCard:
-    """The card of the encoder exported to ``output_dir`` (its ``cse_config.json`` and, when present,
-    sentence-transformers' ``modules.json`` decide the loading instructions and ``library_name``;
-    they are read from ``export_dir`` when the export is still staged there).
+@dataclass(frozen=True)
+class CardData:
+    """What the card of an exported encoder says of its run (as sentence-transformers'
+    ``SentenceTransformerModelCardData`` holds a run's facts for its card), built from the run and its
+    trainer (:meth:`of_run`).
 
-    ``settings``: the run's settings (:func:`cse.resume.run_settings`; their ``corpus`` group gives the
-    distinct sentences); ``reports``: ``{mode: report}`` of the STS evaluations run on the final model
-    (``{}`` for none); ``citations``: BibTeX entries, the method's paper first; ``selection``: which
-    weights were exported (:func:`cse.resume.model_selection`); ``method``: its record
-    (:mod:`cse.registry`; a composed run's names every part) or a registered method's name."""
-    record = registry.get(method) if isinstance(method, str) else method
-    export_dir = export_dir or output_dir
+    ``output_dir``: where the encoder is exported (the card's loading instructions name it unless
+    ``repo_id``, the Hub repository it is pushed to, is given); ``method``: the method's record (a
+    composed run's names every part); ``train_source``: the corpus (a file or a hub dataset),
+    ``train_dataset_name`` the hub dataset if any, ``train_sentences`` its size; ``settings``: the
+    run's settings (:meth:`cse.run.Run.with_corpus`; their ``corpus`` group gives the distinct
+    sentences); ``reports``: ``{mode: report}`` of the STS evaluations run on the final model (``{}``
+    for none); ``citations``: BibTeX entries, the method's paper first; ``environment``: the run's
+    software and hardware (:func:`cse.environment.collect_environment`); ``selection``: which weights
+    were exported (:func:`cse.resume.model_selection`)."""
+
+    output_dir: str
+    method: registry.MethodRecord
+    base_model: str
+    train_source: str
+    train_dataset_name: str | None
+    train_sentences: int
+    settings: Mapping
+    reports: Mapping[str, Mapping]
+    citations: Sequence[str]
+    environment: Mapping
+    repo_id: str | None = None
+    selection: str | None = None
+
+    @classmethod
+    def of_run(cls, run: Run, trainer, reports: Mapping[str, Mapping]) -> CardData:
+        """The card data of ``run`` trained by ``trainer``, whose final STS evaluations are ``reports``."""
+        args, data_args = run.training_args, run.data_args
+        return cls(
+            output_dir=run.output_dir,
+            method=run.record,
+            base_model=run.model_args.model_name_or_path,
+            train_source=data_args.dataset_name or data_args.train_file or default_train_file(),
+            train_dataset_name=data_args.dataset_name,
+            train_sentences=len(trainer.train_dataset),
+            settings=run.with_corpus(trainer.corpus_statistics),
+            reports=reports,
+            citations=list(dict.fromkeys([*run.record.citations, *trainer.citations])),
+            environment=collect_environment(args),
+            repo_id=args.hub_model_id if args.push_to_hub else None,
+            selection=model_selection(trainer),
+        )
+
+
+def build_model_card(card: CardData, export_dir: str | None = None) -> ModelCard:
+    """The card of the encoder exported to ``card.output_dir`` (its ``cse_config.json`` and, when
+    present, sentence-transformers' ``modules.json`` decide the loading instructions and
+    ``library_name``; they are read from ``export_dir`` when the export is still staged there)."""
+    record = card.method
+    export_dir = export_dir or card.output_dir
     cse_config = read_cse_config(export_dir)
     sentence_transformers = os.path.isfile(os.path.join(export_dir, "modules.json"))
     code = _module_code(export_dir) if sentence_transformers else []
@@ -134,35 +167,35 @@ def build_model_card(
             *(p.name for p in record.parts or [record]),
             "cse",
         ],
-        base_model=base_model if _is_hub_id(base_model) else None,
-        datasets=[train_dataset_name] if train_dataset_name else None,
+        base_model=card.base_model if _is_hub_id(card.base_model) else None,
+        datasets=[card.train_dataset_name] if card.train_dataset_name else None,
         metrics=["spearman"],
         pipeline_tag="sentence-similarity",
-        license=base_model_license(base_model),
+        license=base_model_license(card.base_model),
     )
-    repo = repo_id or os.path.abspath(output_dir)
+    repo = card.repo_id or os.path.abspath(card.output_dir)
     parts = ", ".join(f"`{p.name}`" for p in record.parts)
     titles = "; ".join(f"_{bibtex_field(entry, 'title')}_" for entry in record.citations)
     sections = [
         f"# {name} sentence encoder\n",
-        f"A sentence encoder trained with **{name}** ({titles}) from `{base_model}`, "
+        f"A sentence encoder trained with **{name}** ({titles}) from `{card.base_model}`, "
         "without labels, with the `cse` code base. Its sentence embedding is pooler "
         f"`{cse_config.get('pooler', 'unknown')}`; compare sentences with the cosine similarity.\n",
         *([f"Its parts, on SimCSE's InfoNCE: {parts} (`--parts`, docs/composition.md).\n"] if record.parts else []),
         "## Training data\n",
-        f"{train_sentences:,} sentences from `{train_source}`"
-        + (f" (hub dataset `{train_dataset_name}`)" if train_dataset_name else "")
-        + (f", {settings['corpus']['distinct']:,} of them distinct" if "corpus" in settings else "")
+        f"{card.train_sentences:,} sentences from `{card.train_source}`"
+        + (f" (hub dataset `{card.train_dataset_name}`)" if card.train_dataset_name else "")
+        + (f", {card.settings['corpus']['distinct']:,} of them distinct" if "corpus" in card.settings else "")
         + ", unlabelled.\n",
         "## Training settings\n",
         "The run's settings (`run_args.json`): model, data, the training arguments that change what is "
         f"computed, {name}'s own arguments and the corpus' sentence counts.\n",
-        f"```yaml\n{yaml.safe_dump(dict(settings), sort_keys=False).rstrip()}\n```\n",
-        *([f"Model selection: {selection}.\n"] if selection else []),
+        f"```yaml\n{yaml.safe_dump(dict(card.settings), sort_keys=False).rstrip()}\n```\n",
+        *([f"Model selection: {card.selection}.\n"] if card.selection else []),
         "## Evaluation\n",
     ]
-    if reports:
-        for mode, report in reports.items():
+    if card.reports:
+        for mode, report in card.reports.items():
             scores = report["scores"]
             sections += [
                 f"STS {mode} sets, Spearman correlation x 100 (SentEval protocol, `all` aggregation), pooler "
@@ -176,19 +209,19 @@ def build_model_card(
         _load_section(repo, cse_config, sentence_transformers, code),
         "## Environment\n",
         "The software and hardware of the training run:\n",
-        f"```json\n{json.dumps(dict(environment), indent=2)}\n```\n",
+        f"```json\n{json.dumps(dict(card.environment), indent=2)}\n```\n",
         "## Citation\n",
-        "\n".join(f"```bibtex\n{entry}\n```\n" for entry in citations),
+        "\n".join(f"```bibtex\n{entry}\n```\n" for entry in card.citations),
     ]
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(sections))
 
 
-def write_model_card(output_dir: str, **kwargs) -> str:
-    """Write :func:`build_model_card`'s card as ``README.md`` in ``export_dir`` (default ``output_dir``),
-    atomically (:mod:`cse.atomic`); returns its path."""
-    path = os.path.join(kwargs.get("export_dir") or output_dir, MODEL_CARD_NAME)
+def write_model_card(card: CardData, export_dir: str | None = None) -> str:
+    """Write :func:`build_model_card`'s card as ``README.md`` in ``export_dir`` (default the card's
+    ``output_dir``), atomically (:mod:`cse.atomic`); returns its path."""
+    path = os.path.join(export_dir or card.output_dir, MODEL_CARD_NAME)
     with atomic_path(path) as tmp:
-        build_model_card(output_dir, **kwargs).save(tmp)
+        build_model_card(card, export_dir).save(tmp)
     return path
 
 

@@ -1,12 +1,12 @@
-"""The body every ``run_*.py`` and ``run_cse.py`` shares (:func:`run_method`, :func:`train`): the
-parts' build (:func:`cse.build.build`), logging, corpus, trainer, training (resuming where a run
-stopped), the end of the run (:func:`finish_run`: the best encoder's export, the final STS table and
-the model card, ``cse_config.json`` last, each file written atomically; the same command completes a
-run stopped before it) and, with ``--push_to_hub``, the upload of the exported encoder."""
+"""The body every ``run_*.py`` and ``run_cse.py`` shares (:func:`train` of the :class:`~cse.run.Run`
+their command line names, :func:`cse.composition.parse`): the parts' build (:func:`cse.build.build`),
+logging, corpus, trainer, training (resuming where a run stopped), the end of the run
+(:func:`finish_run`: the best encoder's export, the final STS table and the model card,
+``cse_config.json`` last, each file written atomically; the same command completes a run stopped
+before it) and, with ``--push_to_hub``, the upload of the exported encoder."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import sys
@@ -15,28 +15,24 @@ import datasets
 import transformers
 from transformers import set_seed
 
-from .arguments import check_run_steps, parse_args, run_steps
+from .arguments import check_run_steps, run_steps
 from .atomic import atomic_path, publish, staging_dir, write_json
 from .batches import TokenRows
 from .build import build
 from .data import TwoViewCollator, build_train_dataset, check_sequence_length, graph_lengths
-from .environment import check_min_versions, collect_environment
+from .environment import collect_environment
 from .errors import CSEUsageError
 from .evaluation import SentEvalSuite
-from .model_card import push_encoder, write_model_card
-from .parts import Part
-from .paths import default_train_file
-from .registry import MethodRecord
+from .model_card import CardData, push_encoder, write_model_card
 from .reliability import check_free_space, output_dir_lock, refusal_leaves_nothing
 from .results import markdown_table, read_result_json
 from .resume import (
     check_best_model_loaded,
     check_checkpoint_matches,
     find_checkpoint,
-    model_selection,
-    run_settings,
     training_ended,
 )
+from .run import Run
 from .run_names import CSE_CONFIG_NAME, EXPORT_NAMES, STAGING_NAME, TRAIN_RESULTS_NAME, TRAINER_STATE_NAME
 from .trainer import CSETrainer
 
@@ -68,76 +64,35 @@ def check_precision(training_args) -> None:
         )
 
 
-def method_settings(record: MethodRecord, parts: list[Part]) -> dict | None:
-    """The ``method`` group of ``run_args.json``: a preset's flags, or a composition's parts and each
-    part's flags (None for SimCSE, which has none)."""
-    if record.parts:
-        return {"parts": [part.name for part in parts], **{p.name: dataclasses.asdict(p.args) for p in parts}}
-    return dataclasses.asdict(parts[0].args) if parts and parts[0].args is not None else None
-
-
-def run_method(record: MethodRecord, argv: list[str] | None = None, callbacks=()):
-    r"""The ``main`` of a method's run script: parse its flags (the record's dataclasses: a config file
-    first, then flags), then :func:`train` its preset (its one part, none for SimCSE). ``callbacks``
-    (``TrainerCallback``\ s) join the Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
-    check_min_versions()
-    parsed = parse_args(record.argument_types, argv)
-    return train(record, record.preset(parsed), *parsed[:3], callbacks)
-
-
-def train(record: MethodRecord, parts: list[Part], model_args, data_args, training_args, callbacks=()):
+def train(run: Run, callbacks=()):
     """What the parts need before the build (SG-BERT's default corpus and early stopping), the parts'
     model and loss (:func:`cse.build.build`), then their training and evaluation (:func:`train_built`).
     The cheap refusals come first: the precision, before a part writes into the output directory.
+    ``callbacks`` (``TrainerCallback`` objects, e.g. the benchmark's step timer) join the Trainer's.
     Returns the trainer."""
+    training_args = run.training_args
     setup_logging(training_args)
     check_precision(training_args)  # before a part writes into the output directory
     if training_args.cuda_graphs:
-        graph_lengths(data_args.max_seq_length, training_args.cuda_graph_lengths)  # refused before any work
+        graph_lengths(run.data_args.max_seq_length, training_args.cuda_graph_lengths)  # refused before any work
     # What a part writes before the checks (SG-BERT's corpus) is removed again when one refuses the run.
     with refusal_leaves_nothing(training_args):
         callbacks = [
             *callbacks,
-            *(callback for part in parts for callback in part.prepare_run(data_args, training_args)),
+            *(callback for part in run.parts for callback in part.prepare_run(run.data_args, training_args)),
         ]
         set_seed(training_args.seed)
-        model, loss = build(parts, model_args)
-        return train_built(model_args, data_args, training_args, record, parts, model, loss, callbacks)
+        model, loss = build(list(run.parts), run.model_args)
+        return train_built(run, model, loss, callbacks)
 
 
-def save_model_card(
-    trainer, record, model_args, data_args, settings, train_sentences: int, reports: dict, export_dir: str
-) -> None:
-    """Write the exported encoder's ``README.md`` (:mod:`cse.model_card`) into ``export_dir``, where
-    the export is staged, in the main process, for the method ``record`` (a composition's names
-    every part)."""
-    if not trainer.is_world_process_zero():
-        return
-    args = trainer.args
-    write_model_card(
-        args.output_dir,
-        method=record,
-        base_model=model_args.model_name_or_path,
-        train_source=data_args.dataset_name or data_args.train_file or default_train_file(),
-        train_dataset_name=data_args.dataset_name,
-        train_sentences=train_sentences,
-        settings=run_settings(model_args, data_args, args, settings, trainer.corpus_statistics, record.name),
-        selection=model_selection(trainer),
-        reports=reports,
-        citations=list(dict.fromkeys([*record.citations, *trainer.citations])),
-        environment=collect_environment(args),
-        repo_id=args.hub_model_id if args.push_to_hub else None,
-        export_dir=export_dir,
-    )
-
-
-def build_trainer(model_args, data_args, training_args, model, loss, parts: list[Part] = (), **trainer_kwargs):
-    """The trainer of ``model``, ``loss`` and ``parts`` on the corpus ``data_args`` name (tokenised
-    here), its batches' views remade by the parts (:meth:`~cse.parts.Part.views`)."""
-    global_batch = training_args.per_device_train_batch_size * training_args.world_size
+def build_trainer(run: Run, model, loss, **trainer_kwargs):
+    """The trainer of ``model``, ``loss`` and the run's parts on the corpus its data arguments name
+    (tokenised here), its batches' views remade by the parts (:meth:`~cse.parts.Part.views`)."""
+    data_args, training_args = run.data_args, run.training_args
     with training_args.main_process_first(desc="corpus tokenisation"):
         train_dataset, statistics = build_train_dataset(
-            data_args, model.tokenizer, global_batch, cache_dir=model_args.cache_dir
+            data_args, model.tokenizer, run.global_batch, cache_dir=run.model_args.cache_dir
         )
     check_run_steps(training_args, statistics.sentences)
     max_length = data_args.max_seq_length if data_args.pad_to_max_length else None
@@ -149,34 +104,34 @@ def build_trainer(model_args, data_args, training_args, model, loss, parts: list
         data_collator=TwoViewCollator(
             model.tokenizer,
             max_length=max_length,
-            views=[part.views for part in parts],
+            views=[part.views for part in run.parts],
             lengths=graph_lengths(data_args.max_seq_length, training_args.cuda_graph_lengths)
             if training_args.cuda_graphs
             else (),
         ),
         processing_class=model.tokenizer,
         loss=loss,
-        parts=parts,
+        parts=list(run.parts),
         senteval_data_dir=data_args.senteval_data_dir,
         corpus_statistics=statistics,
         **trainer_kwargs,
     )
 
 
-def train_built(model_args, data_args, training_args, record, parts, model, loss, callbacks=()):
-    """Train ``model`` with ``loss`` and ``parts`` (``record``: the method, which names the run in
-    ``run_args.json`` and the model card), save the best encoder to ``output_dir`` with its model
-    card and, unless ``--final_eval none``, print and save its STS table (the card includes it)
-    (:func:`finish_run`); with ``--push_to_hub``, upload the finished directory. ``callbacks`` join
-    the Trainer's. Returns the trainer.
+def train_built(run: Run, model, loss, callbacks=()):
+    """Train ``model`` with ``loss`` and the run's parts, save the best encoder to the output
+    directory with its model card and, unless ``--final_eval none``, print and save its STS table (the
+    card includes it) (:func:`finish_run`); with ``--push_to_hub``, upload the finished directory.
+    ``callbacks`` join the Trainer's. Returns the trainer.
 
     A ``--resume_from_checkpoint`` saved by another model layout is refused first, before the corpus
     is read: the Trainer would load it non-strictly. What the run needs at its end is checked before
     it starts: the final evaluation's data (read now; the trainer reads the dev sets when it is
-    built). Then the run holds ``output_dir`` throughout (:func:`cse.reliability.output_dir_lock`), is
-    refused before it writes there when the file system has less free space than the run writes at
+    built). Then the run holds its output directory throughout (:func:`cse.reliability.output_dir_lock`),
+    is refused before it writes there when the file system has less free space than the run writes at
     least (:func:`cse.reliability.check_free_space`), and writes nothing there before every check of
     the directory and of the checkpoint it resumes from has passed (:func:`cse.resume.find_checkpoint`)."""
+    data_args, training_args = run.data_args, run.training_args
     check_sequence_length(data_args.max_seq_length, model)
     if training_args.resume_from_checkpoint:
         check_checkpoint_matches(model, training_args.resume_from_checkpoint)
@@ -185,7 +140,6 @@ def train_built(model_args, data_args, training_args, record, parts, model, loss
         if training_args.final_eval != "none"
         else None
     )
-    settings = method_settings(record, parts)
 
     def check_found(checkpoint: str | None) -> None:
         """What train() and restore_trained refuse in the checkpoint found, before the run writes anything."""
@@ -197,17 +151,10 @@ def train_built(model_args, data_args, training_args, record, parts, model, loss
             check_checkpoint_matches(model, checkpoint)
 
     with output_dir_lock(training_args):
-        trainer = build_trainer(model_args, data_args, training_args, model, loss, parts, callbacks=list(callbacks))
+        trainer = build_trainer(run, model, loss, callbacks=list(callbacks))
         check_free_space(model, training_args, run_steps(training_args, trainer.corpus_statistics.sentences))
         checkpoint = find_checkpoint(
-            model_args,
-            data_args,
-            training_args,
-            settings,
-            method_files=trainer.checkpoint_files(),
-            corpus=trainer.corpus_statistics,
-            method=record.name,
-            check=check_found,
+            run, method_files=trainer.checkpoint_files(), corpus=trainer.corpus_statistics, check=check_found
         )
         # Every process has read the output directory before the main one writes the run's end into it:
         # completing a run (below) takes no collective step before the final evaluation, so a process
@@ -220,10 +167,10 @@ def train_built(model_args, data_args, training_args, record, parts, model, loss
             trainer.restore_trained(checkpoint)
         train_metrics = None if ended else trainer.train(resume_from_checkpoint=checkpoint).metrics
         check_best_model_loaded(trainer)
-        finish_run(trainer, record, model_args, data_args, settings, final_suite, train_metrics)
+        finish_run(run, trainer, final_suite, train_metrics)
         if training_args.push_to_hub and trainer.is_world_process_zero():
             push_encoder(
-                training_args.output_dir,
+                run.output_dir,
                 trainer.hub_model_id,
                 token=training_args.hub_token,
                 revision=training_args.hub_revision,
@@ -231,68 +178,73 @@ def train_built(model_args, data_args, training_args, record, parts, model, loss
         return trainer
 
 
-def save_train_results(trainer, metrics: dict | None) -> None:
+def save_train_results(run: Run, trainer, metrics: dict | None) -> None:
     """The Trainer's ``trainer_state.json``, ``all_results.json`` and ``train_results.json`` (as
     ``Trainer.save_state`` and ``save_metrics`` lay them out), each written atomically, in that order.
     ``metrics`` None: training had ended in an earlier attempt, whose files are kept when its
     ``train_results.json`` is there; else only what the checkpoint records is written (its
     ``train_loss`` and speed were the attempt's, which is gone)."""
-    output_dir = trainer.args.output_dir
     if not trainer.is_world_process_zero():
         return
     if metrics is None:
-        if os.path.isfile(os.path.join(output_dir, TRAIN_RESULTS_NAME)):
+        if os.path.isfile(os.path.join(run.output_dir, TRAIN_RESULTS_NAME)):
             return
         metrics = {"epoch": trainer.state.epoch, "total_flos": trainer.state.total_flos}
     # The Trainer counts FLOPs only for models that count their own (transformers'), not ours: 0 is no count.
     metrics = {k: v for k, v in metrics.items() if k != "total_flos" or v}
     metrics["train_samples"] = len(trainer.train_dataset)
     trainer.log_metrics("train", metrics)
-    with atomic_path(os.path.join(output_dir, TRAINER_STATE_NAME)) as tmp:
+    with atomic_path(os.path.join(run.output_dir, TRAINER_STATE_NAME)) as tmp:
         trainer.state.save_to_json(tmp)
     for name in ("all_results.json", TRAIN_RESULTS_NAME):
-        write_json(os.path.join(output_dir, name), metrics, indent=4, sort_keys=True)
+        write_json(os.path.join(run.output_dir, name), metrics, indent=4, sort_keys=True)
 
 
-def final_report(trainer, final_suite, keep: bool) -> dict:
+def final_report(run: Run, trainer, final_suite, keep: bool) -> dict:
     """The final STS evaluation's report on the trained model, as ``sts_<mode>_results.json`` holds it
     (with ``keep``, the file an earlier attempt wrote is read instead of evaluating again)."""
-    args = trainer.args
-    path = os.path.join(args.output_dir, f"sts_{args.final_eval}_results.json")
+    args = run.training_args
+    path = os.path.join(run.output_dir, f"sts_{args.final_eval}_results.json")
     if keep and os.path.isfile(path):
         return read_result_json(path)
     report = trainer.senteval(final_suite)
     if trainer.is_world_process_zero():
-        report.update(model=args.output_dir, pooler=trainer.encoder.eval_pooler, environment=collect_environment(args))
+        report.update(model=run.output_dir, pooler=trainer.encoder.eval_pooler, environment=collect_environment(args))
         write_json(path, report)
     return report
 
 
-def finish_run(trainer, record, model_args, data_args, settings, final_suite, train_metrics: dict | None) -> None:
+def finish_run(run: Run, trainer, final_suite, train_metrics: dict | None) -> None:
     """Everything a run writes after training, ``cse_config.json`` last: the training metrics and
     state, the export (staged in ``output_dir/_export.tmp``), the final STS table unless
-    ``--final_eval none``, the model card; then the staged files are moved into place
-    (:func:`cse.atomic.publish`). A directory with ``cse_config.json`` therefore holds a finished run,
-    and the same command completes one stopped before it. ``train_metrics`` None: training had ended
-    in an earlier attempt (:meth:`cse.trainer.CSETrainer.restore_trained`), whose whole files are
-    kept (:func:`save_train_results`, :func:`final_report`)."""
-    args = trainer.args
-    save_train_results(trainer, train_metrics)
-    staging = staging_dir(args.output_dir) if args.should_save else os.path.join(args.output_dir, STAGING_NAME)
+    ``--final_eval none``, the model card (:func:`save_model_card`); then the staged files are moved
+    into place (:func:`cse.atomic.publish`). A directory with ``cse_config.json`` therefore holds a
+    finished run, and the same command completes one stopped before it. ``train_metrics`` None:
+    training had ended in an earlier attempt (:meth:`cse.trainer.CSETrainer.restore_trained`), whose
+    whole files are kept (:func:`save_train_results`, :func:`final_report`)."""
+    args, output_dir = run.training_args, run.output_dir
+    save_train_results(run, trainer, train_metrics)
+    staging = staging_dir(output_dir) if args.should_save else os.path.join(output_dir, STAGING_NAME)
     trainer.save_encoder(staging)
     reports = {}
     if final_suite is not None:
-        report = reports[args.final_eval] = final_report(trainer, final_suite, keep=train_metrics is None)
+        report = reports[args.final_eval] = final_report(run, trainer, final_suite, keep=train_metrics is None)
         if trainer.is_world_process_zero():
             print(f"\nSTS ({args.final_eval}), Spearman x 100, pooler {report['pooler']}:")
             print(
                 markdown_table(
-                    {os.path.basename(os.path.normpath(args.output_dir)): report["scores"]}, list(report["scores"])
+                    {os.path.basename(os.path.normpath(output_dir)): report["scores"]}, list(report["scores"])
                 )
             )
-    save_model_card(trainer, record, model_args, data_args, settings, len(trainer.train_dataset), reports, staging)
+    save_model_card(run, trainer, reports, staging)
     if args.should_save:
-        publish(
-            staging, args.output_dir, last=(CSE_CONFIG_NAME,), names_file=os.path.join(args.output_dir, EXPORT_NAMES)
-        )
-        logger.info("the trained encoder, its results and model card are in %s", args.output_dir)
+        publish(staging, output_dir, last=(CSE_CONFIG_NAME,), names_file=os.path.join(output_dir, EXPORT_NAMES))
+        logger.info("the trained encoder, its results and model card are in %s", output_dir)
+
+
+def save_model_card(run: Run, trainer, reports: dict, export_dir: str) -> None:
+    """Write the exported encoder's ``README.md`` (:mod:`cse.model_card`) into ``export_dir``, where
+    the export is staged, in the main process: its :class:`~cse.model_card.CardData` of the run, the
+    trainer and the final STS ``reports``."""
+    if trainer.is_world_process_zero():
+        write_model_card(CardData.of_run(run, trainer, reports), export_dir)

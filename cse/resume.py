@@ -9,7 +9,6 @@ message rather than continued.
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import json
 import logging
@@ -25,6 +24,7 @@ from .environment import collect_environment
 from .errors import CSEUsageError
 from .file_checks import CHECKED_SUFFIXES, load_mapping, unreadable
 from .parts_state import state_files
+from .run import Run
 from .run_dir import checkpoint_marked, is_run_checkpoint, run_format
 from .run_names import (
     CHECKPOINT_MARKER_NAME,
@@ -38,33 +38,6 @@ from .run_names import (
 )
 
 logger = logging.getLogger(__name__)
-
-# Training settings that change what a run computes: a run resumed automatically must keep them.
-RESUME_SENSITIVE = (
-    "learning_rate",
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "num_train_epochs",
-    "max_steps",
-    "seed",
-    "data_seed",
-    "lr_scheduler_type",
-    "warmup_steps",
-    "weight_decay",
-    "adam_beta1",
-    "adam_beta2",
-    "adam_epsilon",
-    "max_grad_norm",
-    "optim",
-    "fp16",
-    "bf16",
-    "eval_steps",
-    "metric_for_best_model",
-    "world_size",
-)
-# Data arguments that only say where or how fast, not what.
-_DATA_LOGISTICS = ("preprocessing_num_workers", "overwrite_cache", "senteval_data_dir")
-
 
 _CHECKPOINT_STEP = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
@@ -212,25 +185,6 @@ def report_torn(output_dir: str, found: str | None, incomplete: list, move_torn:
         )
 
 
-def run_settings(model_args, data_args, training_args, method_args=None, corpus=None, method=None) -> dict:
-    """The settings :func:`find_checkpoint` records and compares; ``method_args``: the method's flags
-    (a dataclass, or their values: a composition's parts and each part's flags); ``corpus``: the
-    training corpus' :class:`cse.data.CorpusStatistics` (its sentence and distinct counts: the same
-    path may hold another corpus); ``method``: the name of the method or composition
-    (``mixcse+vadvcse``), which tells apart methods whose own arguments alone do not (SimCSE has none)."""
-    settings = {
-        **({"run": {"method": method}} if method is not None else {}),
-        "model": dataclasses.asdict(model_args),
-        "data": {k: v for k, v in dataclasses.asdict(data_args).items() if k not in _DATA_LOGISTICS},
-        "training": {k: getattr(training_args, k, None) for k in RESUME_SENSITIVE},
-    }
-    if method_args is not None:
-        settings["method"] = method_args if isinstance(method_args, dict) else dataclasses.asdict(method_args)
-    if corpus is not None:
-        settings["corpus"] = corpus.settings()
-    return json.loads(json.dumps(settings, default=str))
-
-
 # Groups recorded since a later version: a run_args.json written before them is not compared on them.
 _LATER_GROUPS = ("run", "corpus")
 
@@ -284,36 +238,28 @@ def saved_method(run_dir: str) -> str | None:
     return read_settings(os.path.join(run_dir, RUN_ARGS_NAME)).get("run", {}).get("method")
 
 
-def find_checkpoint(
-    model_args,
-    data_args,
-    training_args,
-    method_args=None,
-    method_files=(),
-    corpus=None,
-    method=None,
-    check=None,
-) -> str | None:
-    """The checkpoint to resume from: ``--resume_from_checkpoint`` if given, else the last complete
-    one an interrupted run left in ``output_dir`` (:func:`newest_complete_checkpoint`; ``method_files``:
-    the state files the method adds to each checkpoint). Refuses, rather than guessing, when
-    ``output_dir`` holds a finished run or a run with other settings (``method_args``: the method's
-    own dataclass; ``method``: its name; ``corpus``: the corpus' statistics; the name and the corpus
-    are compared when the saved settings record them, as files written before they were recorded do
-    not); ``check``: the caller's own refusals of the checkpoint found (or None), called after these.
+def find_checkpoint(run: Run, method_files=(), corpus=None, check=None) -> str | None:
+    """The checkpoint to resume ``run`` from: ``--resume_from_checkpoint`` if given, else the last
+    complete one an interrupted run left in its output directory (:func:`newest_complete_checkpoint`;
+    ``method_files``: the state files the method adds to each checkpoint). Refuses, rather than
+    guessing, when the directory holds a finished run or a run with other settings (the run's
+    :attr:`~cse.run.Run.settings` and ``corpus``, the corpus' statistics; the method's name and the
+    corpus are compared when the saved settings record them, as files written before they were
+    recorded do not); ``check``: the caller's own refusals of the checkpoint found (or None), called
+    after these.
 
     Nothing is written before every check has passed; then the run is recorded (:func:`record_run`):
     this run's settings, with its ``environment`` (:func:`cse.environment.collect_environment`), which
     the comparison leaves out (a resume may run on other versions or from a modified checkout), and
     the torn checkpoints set aside (:func:`report_torn`)."""
-    output_dir = training_args.output_dir
-    current = run_settings(model_args, data_args, training_args, method_args, corpus, method)
+    training_args, output_dir, method = run.training_args, run.output_dir, run.record.name
+    current = run.with_corpus(corpus)
     checkpoint, torn = training_args.resume_from_checkpoint, []
     if checkpoint is not None and os.path.isdir(checkpoint):
         # First: another method's checkpoint can hold the same weights (V-advCSE's and MixCSE +
         # V-advCSE's) but not the same state files or loss, and its run recorded which method it was.
         other = saved_method(os.path.dirname(os.path.abspath(checkpoint)))
-        if method is not None and other is not None and other != method:
+        if other is not None and other != method:
             raise CSEUsageError(
                 f"--resume_from_checkpoint {checkpoint} is a checkpoint of {other}, not of {method}",
                 hint=f"resume it with {other}'s command, or name a checkpoint of a {method} run",
@@ -366,19 +312,19 @@ def find_checkpoint(
             )
     if check is not None:
         check(checkpoint)
-    record_run(training_args, current, checkpoint, torn)
+    record_run(run, current, checkpoint, torn)
     if checkpoint is not None and not training_args.resume_from_checkpoint:
         logger.warning("resuming from %s, left in the output directory by an interrupted run", checkpoint)
     return checkpoint
 
 
-def record_run(training_args, settings: dict, found: str | None, torn: list) -> None:
+def record_run(run: Run, settings: dict, found: str | None, torn: list) -> None:
     """What a run writes once every check has passed, by the main process: in a run of an earlier
     version, the checkpoint marker into each of its checkpoints (they stay the run's once its
     ``run_args.json`` records the run format); then ``run_args.json``, marked by this package
     (:data:`cse.run_names.WRITTEN_BY`), with the run's ``settings`` and environment; then the torn
     checkpoints ``torn`` set aside (newer than ``found``; :func:`report_torn`)."""
-    output_dir = training_args.output_dir
+    training_args, output_dir = run.training_args, run.output_dir
     if not training_args.should_save:
         report_torn(output_dir, found, torn, move_torn=False)
         return
@@ -483,7 +429,7 @@ def resolve_checkpoint(trainer, resume_from_checkpoint) -> str | None:
             else None
         )
         if resume_from_checkpoint is None:
-            raise ValueError(f"no checkpoint to resume from in {trainer.args.output_dir}")
+            raise ValueError(f"no checkpoint to resume from in {output_dir}")
     if not resume_from_checkpoint:
         return None
     if not os.path.isdir(resume_from_checkpoint):

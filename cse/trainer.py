@@ -22,7 +22,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
 from transformers.utils import SAFE_WEIGHTS_NAME
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
-from .arguments import check_global_batch
+from .arguments import check_global_batch, global_batch
 from .data import CorpusStatistics
 from .encoding import BucketedEncoder
 from .errors import CSEUsageError
@@ -130,9 +130,8 @@ class CSETrainer(Trainer):
         self.add_callback(NonFiniteGuard())
         self.add_callback(PROGRESS)
         check_global_batch(self.args)
-        global_batch = self.args.per_device_train_batch_size * self.args.world_size
         # A corpus smaller than the global batch is refused before tokenisation (cse.data.check_corpus).
-        batch, accumulation = global_batch, self.args.gradient_accumulation_steps
+        batch, accumulation = global_batch(self.args), self.args.gradient_accumulation_steps
         # Gradient accumulation enlarges the optimizer's batch, not the negatives: each micro-batch's
         # loss only sees the sentences gathered in that micro-batch.
         logger.info(

@@ -269,6 +269,18 @@ def fake_checkpoint(path, step, method_files=(), best=None, max_steps=None):
     return str(path)
 
 
+def method_run(training_args, name="simcse", method_args=None):
+    """The :class:`cse.run.Run` of the method or composition ``name`` (``mixcse+vadvcse``) with the
+    default model and data arguments; ``method_args``: a single part's flags (default: its defaults)."""
+    from cse import registry
+    from cse.arguments import DataArguments, ModelArguments
+    from cse.run import Run
+
+    chosen = [registry.get(part) for part in name.split("+")]
+    parts = [record.part(method_args if len(chosen) == 1 else None) for record in chosen if not record.base]
+    return Run(registry.composed(chosen), parts, ModelArguments(), DataArguments(), training_args)
+
+
 # --- faults of the machine ----------------------------------------------------------------------
 
 

@@ -29,6 +29,18 @@ def argv(model_dir, out, *flags):
     return train_argv(model_dir, out, "--max_train_samples", "12", "--per_device_train_batch_size", "6", *flags)
 
 
+def parsed_parts(args):
+    """The parts of the run that ``run_cse.py``'s parser makes of ``args``."""
+    (run,) = composition.parse(args)
+    return run.parts
+
+
+def parsed_record(args):
+    """The record and parts of the run that ``run_cse.py``'s parser makes of ``args``."""
+    (run,) = composition.parse(args)
+    return run.record, run.parts
+
+
 def composed_trainer(model_dir, out, *flags):
     """The trainer ``run_cse.py`` builds for these flags (the corpus: 12 sentences of wiki1m)."""
     from transformers import set_seed
@@ -36,10 +48,10 @@ def composed_trainer(model_dir, out, *flags):
     from cse.build import build
     from cse.pipeline import build_trainer
 
-    model_args, data_args, training_args, record, parts = composition.parse(argv(model_dir, out, *flags))
-    set_seed(training_args.seed)
-    model, loss = build(parts, model_args)
-    return build_trainer(model_args, data_args, training_args, model, loss, parts)
+    (run,) = composition.parse(argv(model_dir, out, *flags))
+    set_seed(run.training_args.seed)
+    model, loss = build(list(run.parts), run.model_args)
+    return build_trainer(run, model, loss)
 
 
 def test_docs_composition_is_generated_from_the_records():
@@ -104,7 +116,7 @@ def test_a_config_that_sets_a_part_flag_under_both_spellings_is_refused(tmp_path
     assert not (tmp_path / "out").exists()
     # a flag overrides the file's key under either spelling, as any flag overrides its config file
     config.write_text("parts: mixcse,vadvcse\nmix_lambda: 0.3\n")
-    *_, parts = composition.parse([str(config), "--output_dir", str(tmp_path / "out"), "--mixcse_mix_lambda", "0.2"])
+    parts = parsed_parts([str(config), "--output_dir", str(tmp_path / "out"), "--mixcse_mix_lambda", "0.2"])
     assert [part.args.mix_lambda for part in parts if part.name == "mixcse"] == [0.2]
 
 
@@ -164,18 +176,16 @@ def test_a_parts_flags_are_spelled_by_the_parts_named_alone(tiny_bert, tmp_path)
     else is registered; a name two named parts share, only with its part."""
     parts = ["--parts", "mixcse,vadvcse"]
     for spelled in ("--variant", "--mixcse_variant"):
-        *_, record, chosen = composition.parse(
-            argv(tiny_bert, tmp_path, *parts, spelled, "paper", "--vadv_lambda", "0.5")
-        )
+        record, chosen = parsed_record(argv(tiny_bert, tmp_path, *parts, spelled, "paper", "--vadv_lambda", "0.5"))
         assert record.name == "mixcse+vadvcse" and [part.name for part in chosen] == ["mixcse", "vadvcse"]
         assert chosen[0].args == MixCSEArguments(variant="paper") and chosen[1].args.vadv_lambda == 0.5
-    *_, chosen = composition.parse(argv(tiny_bert, tmp_path, *parts, "--vadvcse_vadv_lambda", "0.25"))
+    chosen = parsed_parts(argv(tiny_bert, tmp_path, *parts, "--vadvcse_vadv_lambda", "0.25"))
     assert chosen[1].args.vadv_lambda == 0.25
     for spelled in ("--no_mixcse_stop_gradient", "--no_stop_gradient"):
-        *_, chosen = composition.parse(argv(tiny_bert, tmp_path, *parts, spelled))
+        chosen = parsed_parts(argv(tiny_bert, tmp_path, *parts, spelled))
         assert chosen[0].args.stop_gradient is False
     # two parts' names: each with its part
-    *_, chosen = composition.parse(
+    chosen = parsed_parts(
         argv(tiny_bert, tmp_path, "--parts", "adcse,mixcse", "--adcse_variant", "released", "--mixcse_variant", "paper")
     )
     assert (chosen[0].args.variant, chosen[1].args.variant) == ("released", "paper")
@@ -189,7 +199,7 @@ def test_a_parts_flags_are_spelled_by_the_parts_named_alone(tiny_bert, tmp_path)
     # a config file may name the parts, its keys spelled as the flags
     config = tmp_path / "c.yaml"
     config.write_text("parts: [vadvcse, mixcse]\nmixcse_variant: paper\nvadv_lambda: 0.5\n")
-    *_, record, chosen = composition.parse([str(config), *argv(tiny_bert, tmp_path)])
+    record, chosen = parsed_record([str(config), *argv(tiny_bert, tmp_path)])
     assert record.name == "mixcse+vadvcse" and chosen[0].args.variant == "paper" and chosen[1].args.vadv_lambda == 0.5
 
 
@@ -208,7 +218,7 @@ def test_a_part_registered_later_renames_no_flag(tiny_bert, tmp_path, monkeypatc
 
     monkeypatch.setattr(registry, "_RECORDS", {record.name: record for record in registry.records()})
     registry.register(registry.MethodRecord(part=Outside))
-    *_, chosen = composition.parse(argv(tiny_bert, tmp_path, "--parts", "mixcse,vadvcse", "--norm", "l2"))
+    chosen = parsed_parts(argv(tiny_bert, tmp_path, "--parts", "mixcse,vadvcse", "--norm", "l2"))
     assert chosen[1].args.norm == "l2"
     with pytest.raises(CSEUsageError, match="--norm is an argument of outside and vadvcse: name its part"):
         composition.parse(argv(tiny_bert, tmp_path, "--parts", "outside,vadvcse", "--norm", "l2"))
@@ -216,9 +226,8 @@ def test_a_part_registered_later_renames_no_flag(tiny_bert, tmp_path, monkeypatc
 
 def test_a_single_part_is_its_methods_preset(tmp_path):
     for alpha in ("--alpha", "--sarcse_alpha"):
-        model_args, _, training_args, record, parts = composition.parse(
-            ["--parts", "sarcse", "--output_dir", str(tmp_path), alpha, "0.5"]
-        )
+        (run,) = composition.parse(["--parts", "sarcse", "--output_dir", str(tmp_path), alpha, "0.5"])
+        model_args, training_args, record, parts = run.model_args, run.training_args, run.record, run.parts
         # run_sarcse.py's dataclasses and defaults (roberta-base, lr 1e-5), not the shared SimCSE ones
         assert record.name == "sarcse" and isinstance(model_args, SARCSEModelArguments)
         assert training_args.learning_rate == 1e-5 and parts[0].args == SARCSEArguments(alpha=0.5)

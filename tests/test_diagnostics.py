@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import run_sarcse
 import run_vadvcse
 from cse import diagnostics, registry
-from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
+from cse.arguments import CSETrainingArguments
 from cse.encoders.mlp_head import MLPHeadEncoder
 from cse.losses import InfoNCELoss
 from cse.losses.reconstruction import SelfAdaptiveReconstructionLoss
@@ -25,7 +25,7 @@ from cse.modeling import CSEModel
 from cse.resume import find_checkpoint
 from cse.trainer import term_gradients
 
-from .conftest import DATA, WIKI_HEAD, fake_checkpoint, make_sarcse_trainer, tiny_run
+from .conftest import DATA, WIKI_HEAD, fake_checkpoint, make_sarcse_trainer, method_run, tiny_run
 from .conftest import small_sarcse_args as small_args
 from .vadvcse_reference import RecordingSearch, batch_of, hand_objective, vadvcse_terms
 
@@ -234,11 +234,10 @@ def test_run_scripts_log_every_term_at_each_logging_step(
 def test_resume_refuses_a_run_with_the_other_reading(tmp_path, method_type, name, other):
     out = tmp_path / "run"
     training = CSETrainingArguments(str(out), use_cpu=True, report_to=[])
-    model, data = ModelArguments(), DataArguments()
-    find_checkpoint(model, data, training, method_type())  # writes run_args.json
+    find_checkpoint(method_run(training, "vadvcse", method_type()))  # writes run_args.json
     fake_checkpoint(out / "checkpoint-2", 2)
     with pytest.raises(ValueError, match=f"method.{name}"):
-        find_checkpoint(model, data, training, method_type(**{name: other}))
+        find_checkpoint(method_run(training, "vadvcse", method_type(**{name: other})))
 
 
 def test_resume_refuses_the_other_reconstruction_reduction(tmp_path):
@@ -246,10 +245,10 @@ def test_resume_refuses_the_other_reconstruction_reduction(tmp_path):
 
     out = tmp_path / "run"
     training = CSETrainingArguments(str(out), use_cpu=True, report_to=[])
-    find_checkpoint(ModelArguments(), DataArguments(), training, SARCSEArguments())
+    find_checkpoint(method_run(training, "sarcse", SARCSEArguments()))
     fake_checkpoint(out / "checkpoint-2", 2)
     with pytest.raises(ValueError, match="method.reconstruction_reduction: 'mean' -> 'sum'"):
-        find_checkpoint(ModelArguments(), DataArguments(), training, SARCSEArguments(reconstruction_reduction="sum"))
+        find_checkpoint(method_run(training, "sarcse", SARCSEArguments(reconstruction_reduction="sum")))
 
 
 @pytest.mark.parametrize("method", registry.variant_names())

@@ -13,12 +13,12 @@ from transformers import AutoModel, AutoTokenizer
 
 import cse.model_card
 import run_simcse
-from cse import citations
+from cse import citations, registry
 from cse.encoders.autoencoding import SARCSEModel
 from cse.encoders.textcnn import TextCNNAutoEncoder
 from cse.errors import CSEUsageError
 from cse.export import EXPORTABLE_POOLERS
-from cse.model_card import build_model_card
+from cse.model_card import CardData, build_model_card
 from cse.modeling import CSEModel
 from cse.run_names import WRITTEN_BY_KEY
 
@@ -140,16 +140,18 @@ def test_card_loading_code_reproduces_the_embedding(tiny_bert, tmp_path, pooler)
     base.mkdir()
     (base / "README.md").write_text("---\nlicense: mit\n---\n# a base model\n")
     card = build_model_card(
-        out,
-        method="mixcse",
-        base_model=str(base),
-        train_source="corpus.txt",
-        train_dataset_name="someone/sentences",
-        train_sentences=1000,
-        settings={"method": {"mix_lambda": 0.2}},
-        reports={},
-        citations=[citations.MIXCSE, citations.SIMCSE],
-        environment={"python": "3"},
+        CardData(
+            output_dir=out,
+            method=registry.get("mixcse"),
+            base_model=str(base),
+            train_source="corpus.txt",
+            train_dataset_name="someone/sentences",
+            train_sentences=1000,
+            settings={"method": {"mix_lambda": 0.2}},
+            reports={},
+            citations=[citations.MIXCSE, citations.SIMCSE],
+            environment={"python": "3"},
+        )
     )
     card.save(tmp_path / "README.md")
     meta, text = front_matter(tmp_path / "README.md")
@@ -178,16 +180,18 @@ def test_card_of_a_sarcse_export_loads_its_z_in_sentence_transformers(tiny_rober
     out = str(tmp_path / "sarcse")
     model.save_pretrained(out)
     card = build_model_card(
-        out,
-        method="sarcse",
-        base_model=tiny_roberta,
-        train_source="corpus.txt",
-        train_dataset_name=None,
-        train_sentences=10,
-        settings={},
-        reports={},
-        citations=[citations.SARCSE],
-        environment={},
+        CardData(
+            output_dir=out,
+            method=registry.get("sarcse"),
+            base_model=tiny_roberta,
+            train_source="corpus.txt",
+            train_dataset_name=None,
+            train_sentences=10,
+            settings={},
+            reports={},
+            citations=[citations.SARCSE],
+            environment={},
+        )
     )
     assert card.data.library_name == "sentence-transformers"
     assert "this model's own code (`sarcse_embedding.py`, `textcnn.py`)" in card.text
@@ -202,16 +206,18 @@ def test_card_of_a_sarcse_export_loads_its_z_in_sentence_transformers(tiny_rober
 
 def test_card_names_a_hub_base_model():
     card = build_model_card(
-        os.path.dirname(__file__),  # no export here: the card still renders, pooler unknown
-        method="sgbert",
-        base_model="bert-base-uncased",
-        train_source="stsb_sentences.txt",
-        train_dataset_name=None,
-        train_sentences=10,
-        settings={},
-        reports={"test": {"scores": {"STS12": 60.0, "Avg.": 60.0}, "pooler": "cls_before_pooler"}},
-        citations=[citations.SGBERT],
-        environment={},
+        CardData(
+            output_dir=os.path.dirname(__file__),  # no export here: the card still renders, pooler unknown
+            method=registry.get("sgbert"),
+            base_model="bert-base-uncased",
+            train_source="stsb_sentences.txt",
+            train_dataset_name=None,
+            train_sentences=10,
+            settings={},
+            reports={"test": {"scores": {"STS12": 60.0, "Avg.": 60.0}, "pooler": "cls_before_pooler"}},
+            citations=[citations.SGBERT],
+            environment={},
+        )
     )
     assert card.data.base_model == "bert-base-uncased" and card.data.library_name == "transformers"
     assert "| SG-BERT | 60.00 | 60.00 |" in card.text

@@ -66,7 +66,7 @@ FILES = {
 
 from cse.errors import run_cli
 from cse.methods.centroid import RECORD
-from cse.pipeline import run_method
+from cse.composition import run_method
 
 
 def main(argv=None, callbacks=()):

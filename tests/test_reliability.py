@@ -36,7 +36,7 @@ from cse.run_dir import begin_checkpoint
 from cse.run_names import CHECKPOINT_MARKER_NAME, INCOMPLETE_NAME, LOCK_NAME, PARTS_STATE_NAME
 from cse.trainer import CSETrainer
 
-from .conftest import DATA, REPO, common_args, fake_checkpoint, refusal, tail_args, tiny_run, train_argv
+from .conftest import DATA, REPO, common_args, fake_checkpoint, method_run, refusal, tail_args, tiny_run, train_argv
 
 # OMP_NUM_THREADS is inherited, not set: the in-process reference runs use the same thread count.
 ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
@@ -199,7 +199,7 @@ def test_a_torn_checkpoint_after_a_complete_one_is_moved_aside_by_the_run(tmp_pa
     newer = fake_checkpoint(tmp_path / "checkpoint-20", 20)
     os.remove(os.path.join(newer, "trainer_state.json"))
     with caplog.at_level("WARNING", logger="cse.resume"):
-        found = find_checkpoint(ModelArguments(), DataArguments(), CSETrainingArguments(output_dir=str(tmp_path)))
+        found = find_checkpoint(method_run(CSETrainingArguments(output_dir=str(tmp_path))))
     assert found == older and not os.path.exists(newer)
     assert f"skipping the incomplete checkpoint {newer}: trainer_state.json is missing; moved to " in caplog.text
     assert (tmp_path / INCOMPLETE_NAME / "checkpoint-20" / "model.safetensors").is_file()
@@ -283,7 +283,7 @@ def test_the_signal_line_names_the_checkpoint_that_exists_not_the_one_the_traine
 def test_an_incomplete_named_or_best_checkpoint_is_refused_before_training(tmp_path):
     def find(**training):
         args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True, **training)
-        return find_checkpoint(ModelArguments(), DataArguments(), args)
+        return find_checkpoint(method_run(args))
 
     best = fake_checkpoint(tmp_path / "checkpoint-10", 10)
     last = fake_checkpoint(tmp_path / "checkpoint-20", 20, best=best)

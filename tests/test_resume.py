@@ -10,13 +10,13 @@ import pytest
 import torch
 from transformers import TrainingArguments
 
-from cse.arguments import CSETrainingArguments, DataArguments, ModelArguments
+from cse.arguments import CSETrainingArguments
 from cse.data import CorpusStatistics
 from cse.errors import CSEUsageError
 from cse.resume import checkpoint_problem, find_checkpoint, last_complete_checkpoint, model_selection
 from cse.run_names import RUN_ARGS_NAME
 
-from .conftest import DATA, WIKI_HEAD, fake_checkpoint
+from .conftest import DATA, WIKI_HEAD, fake_checkpoint, method_run
 
 
 def test_the_newest_checkpoint_is_the_highest_step_not_the_last_name(tmp_path):
@@ -42,7 +42,7 @@ def test_a_changed_corpus_is_refused_and_settings_without_corpus_statistics_stil
     args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True)
 
     def find(corpus):
-        return find_checkpoint(ModelArguments(), DataArguments(), args, corpus=corpus)
+        return find_checkpoint(method_run(args), corpus=corpus)
 
     corpus = CorpusStatistics(100, {1: 90, 2: 5})
     assert find(corpus) is None  # a fresh directory: the settings are recorded
@@ -68,13 +68,13 @@ def test_a_run_of_another_method_is_refused_even_when_the_new_one_has_no_argumen
     from cse.methods.mixcse import MixCSEArguments
 
     args = CSETrainingArguments(output_dir=str(tmp_path), use_cpu=True)
-    assert find_checkpoint(ModelArguments(), DataArguments(), args, MixCSEArguments(), method="mixcse") is None
+    assert find_checkpoint(method_run(args, "mixcse", MixCSEArguments())) is None
     last = fake_checkpoint(tmp_path / "checkpoint-2", 2)
     changed = (
         r"other settings \(run\.method: 'mixcse' -> 'simcse'; method\.variant: .released. -> None;.*; and 1 more\)"
     )
     with pytest.raises(CSEUsageError, match=changed) as e:
-        find_checkpoint(ModelArguments(), DataArguments(), args, method="simcse")
+        find_checkpoint(method_run(args))
     assert "it is a run of mixcse, which this command cannot continue" in e.value.hint  # no resume to suggest
     # written before the name was recorded: the method's arguments still tell the two apart
     with open(tmp_path / RUN_ARGS_NAME) as f:
@@ -83,8 +83,8 @@ def test_a_run_of_another_method_is_refused_even_when_the_new_one_has_no_argumen
     (tmp_path / RUN_ARGS_NAME).write_text(json.dumps(saved))
     unnamed = r"other settings \(method\.variant: .released. -> None;[^)]*True -> None\)"
     with pytest.raises(CSEUsageError, match=unnamed):
-        find_checkpoint(ModelArguments(), DataArguments(), args, method="simcse")
-    assert find_checkpoint(ModelArguments(), DataArguments(), args, MixCSEArguments(), method="mixcse") == last
+        find_checkpoint(method_run(args))
+    assert find_checkpoint(method_run(args, "mixcse", MixCSEArguments())) == last
 
 
 def test_a_named_checkpoint_of_another_method_is_refused_though_its_weights_fit(tmp_path):
@@ -92,12 +92,12 @@ def test_a_named_checkpoint_of_another_method_is_refused_though_its_weights_fit(
     from cse.methods.vadvcse import VAdvCSEArguments
 
     other = CSETrainingArguments(output_dir=str(tmp_path / "mix_vadv"), use_cpu=True)
-    find_checkpoint(ModelArguments(), DataArguments(), other, VAdvCSEArguments(), method="vadvcse+mixcse")
+    find_checkpoint(method_run(other, "mixcse+vadvcse"))
     checkpoint = fake_checkpoint(tmp_path / "mix_vadv" / "checkpoint-2", 2)
     args = CSETrainingArguments(output_dir=str(tmp_path / "vadv"), use_cpu=True, resume_from_checkpoint=checkpoint)
-    with pytest.raises(CSEUsageError, match=f"{checkpoint} is a checkpoint of vadvcse\\+mixcse, not of vadvcse"):
-        find_checkpoint(ModelArguments(), DataArguments(), args, VAdvCSEArguments(), method="vadvcse")
-    assert find_checkpoint(ModelArguments(), DataArguments(), args, method="vadvcse+mixcse") == checkpoint
+    with pytest.raises(CSEUsageError, match=f"{checkpoint} is a checkpoint of mixcse\\+vadvcse, not of vadvcse"):
+        find_checkpoint(method_run(args, "vadvcse", VAdvCSEArguments()))
+    assert find_checkpoint(method_run(args, "mixcse+vadvcse")) == checkpoint
 
 
 def selection_of(evaluations, best=None, strategy="steps", load_best=True):

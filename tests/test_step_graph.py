@@ -236,6 +236,7 @@ def test_a_part_that_cannot_be_captured_runs_eagerly_and_says_why(tiny_bert, tmp
     from cse.build import build
     from cse.methods.vadvcse import VAdvCSE, VAdvCSEArguments
     from cse.pipeline import build_trainer
+    from cse.run import Run
 
     def trainer(parts):
         args = CSETrainingArguments(
@@ -245,7 +246,7 @@ def test_a_part_that_cannot_be_captured_runs_eagerly_and_says_why(tiny_bert, tmp
         model_args = ModelArguments(model_name_or_path=tiny_bert)
         data_args = DataArguments(train_file=WIKI_HEAD, max_train_samples=16, senteval_data_dir=SENTEVAL)
         model, loss = build(parts, model_args)
-        return build_trainer(model_args, data_args, args, model, loss, parts)
+        return build_trainer(Run(registry.get("vadvcse"), parts, model_args, data_args, args), model, loss)
 
     with caplog.at_level(logging.WARNING):
         shared = trainer([VAdvCSE(VAdvCSEArguments(shared_dropout=True))])
