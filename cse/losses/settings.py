@@ -1,7 +1,24 @@
 """A loss's hyperparameters, checked and kept: each constructor argument with a rule is checked
 against it, in the order the rules are given, before any is kept, so that a loss is never built
 with a value its equations do not define; a refusal is one ``ValueError`` naming the argument, what
-it must be and the value given."""
+it must be and the value given.
+
+Example::
+
+    >>> from types import SimpleNamespace
+    >>> loss = SimpleNamespace()
+    >>> keep_settings(loss, {"temperature": POSITIVE}, temperature=0.05, gather=True)
+    >>> loss.temperature, loss.gather
+    (0.05, True)
+    >>> keep_settings(loss, {"temperature": POSITIVE}, temperature=0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: temperature must be positive, got 0.0
+    >>> keep_settings(loss, {"form": one_of(("paper", "released"))}, form="other")
+    Traceback (most recent call last):
+    ...
+    ValueError: form must be one of paper, released, got 'other'
+"""
 
 from __future__ import annotations
 
