@@ -34,6 +34,8 @@ EXTERNAL_FLAGS = {
     "--nproc_per_node",  # torchrun
     "--lambdas",  # MixCSE's released training script, quoted as the setting we do not use
     "--pooling2",  # SG-BERT's released code (sentence-transformers 0.3.9), quoted against ours
+    "--dup_type",  # ESimCSE's released train.py, quoted against ours
+    "--neg_size",  # ESimCSE's released run.sh (its queue size), quoted against ours
     "--retry",  # curl, in scripts/download_data.sh
     "--signal",  # timeout, in scripts/gpu_checks.sh
     "--kill-after",  # timeout, in scripts/gpu_checks.sh

@@ -1,0 +1,74 @@
+"""Word repetition (ESimCSE, Wu et al., COLING 2022): a sentence's positive view with some of its
+(sub-word) tokens written twice in place, ``a b c`` -> ``a b b c``, so that the two views of a
+positive pair differ in length and not in meaning.
+
+The rules for how many tokens are repeated (:func:`repetition_choices`) and the remaking of a
+``(batch, 2, length)`` batch with new second views (:func:`with_second_views`) are shared by
+ESimCSE's part (:mod:`cse.methods.esimcse`) and the part outside the package in
+``examples/word_repetition.py``. The draws come from torch's default generator, which the Trainer
+seeds and a checkpoint restores.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# How many tokens the positive repeats:
+# - "released": the authors' code (ESimCSE/train.py, --dup_type bpe), which produced the published
+#   runs: dup_len = random.randrange(min(10, int(dup_rate * L))), L the token count with [CLS] and
+#   [SEP]; no repetition where int(dup_rate * L) = 0. Upper bound exclusive, at most 9 tokens.
+# - "paper": the paper's formula, dup_len ~ U{0, ..., max(2, int(dup_rate * n))}, n the real tokens
+#   (whether the paper's n counts the special tokens is not said).
+RULES = ("released", "paper")
+RELEASED_CAP = 10  # the released code's min(10, .), an exclusive bound: at most 9 repeated tokens
+
+
+def repetition_choices(rule: str, dup_rate: float, length: int, real: int) -> int:
+    """The number k of equally likely repetition counts 0, ..., k - 1 for a sentence of ``length``
+    tokens of which ``real`` are not special tokens (the count is then cut to what fits)."""
+    if rule == "released":
+        # int(), as the released code computes it (the same float product, truncated)
+        return max(1, min(RELEASED_CAP, int(dup_rate * length)))
+    if rule == "paper":
+        return max(2, int(dup_rate * real)) + 1
+    raise ValueError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+
+
+def repeated(tokens: list[int], repeat: set[int]) -> list[int]:
+    """``tokens`` with the tokens at the positions ``repeat`` written twice in place."""
+    return [token for i, token in enumerate(tokens) for _ in range(2 if i in repeat else 1)]
+
+
+def repeat_some(tokens: list[int], real: list[int], choices: int, room: int | None = None) -> list[int]:
+    """``tokens`` with a count drawn uniformly from 0, ..., ``choices`` - 1 of the positions ``real``
+    (drawn without replacement) written twice; the count is cut to the real tokens and to ``room``
+    more tokens (None: no cap)."""
+    count = int(torch.randint(0, choices, ()))
+    count = min(count, len(real), len(real) if room is None else max(0, room))
+    chosen = torch.randperm(len(real))[:count].tolist()
+    return repeated(tokens, {real[i] for i in chosen})
+
+
+def first_views(batch: dict[str, torch.Tensor]) -> list[list[int]]:
+    """Each sentence's first view, its tokens without padding."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    return [row[row_mask.bool()].tolist() for row, row_mask in zip(ids[:, 0], mask[:, 0])]
+
+
+def with_second_views(batch: dict[str, torch.Tensor], second: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """The batch with each sentence's first view kept and its second view ``second[i]``; every view
+    padded (right, ``pad_id``) to the longest, at least the batch's own length, so that a batch of
+    static shapes keeps its shape; attention masks exactly the tokens, token types zero."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    first = first_views(batch)
+    length = max(ids.shape[-1], *map(len, second))
+    out_ids = torch.full((len(first), 2, length), pad_id, dtype=ids.dtype)
+    out_mask = torch.zeros((len(first), 2, length), dtype=mask.dtype)
+    for i, views in enumerate(zip(first, second)):
+        for v, tokens in enumerate(views):
+            out_ids[i, v, : len(tokens)] = torch.tensor(tokens, dtype=ids.dtype)
+            out_mask[i, v, : len(tokens)] = 1
+    out = {"input_ids": out_ids, "attention_mask": out_mask}
+    if "token_type_ids" in batch:
+        out["token_type_ids"] = torch.zeros_like(out_ids)
+    return out

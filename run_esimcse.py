@@ -1,0 +1,21 @@
+#!/usr/bin/env python
+"""ESimCSE (Wu et al., COLING 2022): SimCSE with word repetition of the positive view and a momentum
+queue of earlier batches' embeddings among the negatives. --variant paper for the paper's readings.
+
+python run_esimcse.py --model_name_or_path bert-base-uncased --output_dir result/esimcse
+accelerate launch run_esimcse.py configs/esimcse_bert_base.yaml
+"""
+
+from cse.errors import run_cli
+from cse.methods.esimcse import RECORD
+from cse.pipeline import run_method
+
+
+def main(argv=None, callbacks=()):
+    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback`` objects) join
+    the Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
+    return run_method(RECORD, argv, callbacks)
+
+
+if __name__ == "__main__":
+    run_cli(main)
