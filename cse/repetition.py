@@ -5,11 +5,14 @@ positive pair differ in length and not in meaning.
 The rules for how many tokens are repeated (:func:`repetition_choices`) and the remaking of a
 ``(batch, 2, length)`` batch with new second views (:func:`with_second_views`) are shared by
 ESimCSE's part (:mod:`cse.methods.esimcse`) and the part outside the package in
-``examples/word_repetition.py``. The draws come from torch's default generator, which the Trainer
-seeds and a checkpoint restores.
+``examples/word_repetition.py``. The draws come from a generator given to :func:`repeat_some`, or
+torch's default one.
 """
 
 from __future__ import annotations
+
+import hashlib
+import struct
 
 import torch
 
@@ -39,13 +42,23 @@ def repeated(tokens: list[int], repeat: set[int]) -> list[int]:
     return [token for i, token in enumerate(tokens) for _ in range(2 if i in repeat else 1)]
 
 
-def repeat_some(tokens: list[int], real: list[int], choices: int, room: int | None = None) -> list[int]:
+def sentence_generator(seed: int, tokens: list[int]) -> torch.Generator:
+    """A generator seeded by ``seed`` and the sentence's tokens: each sentence gets one repetition per
+    seed, whatever the batch it comes in, the order batches are collated in (a data loader fetches
+    ahead) or where a run resumed, as the released code's one repetition per sentence in preprocessing."""
+    digest = hashlib.blake2b(struct.pack(f"<{len(tokens) + 1}q", seed, *tokens), digest_size=8).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest, "little"))
+
+
+def repeat_some(
+    tokens: list[int], real: list[int], choices: int, room: int | None = None, generator: torch.Generator | None = None
+) -> list[int]:
     """``tokens`` with a count drawn uniformly from 0, ..., ``choices`` - 1 of the positions ``real``
     (drawn without replacement) written twice; the count is cut to the real tokens and to ``room``
-    more tokens (None: no cap)."""
-    count = int(torch.randint(0, choices, ()))
+    more tokens (None: no cap). Draws from ``generator`` (None: torch's default one)."""
+    count = int(torch.randint(0, choices, (), generator=generator))
     count = min(count, len(real), len(real) if room is None else max(0, room))
-    chosen = torch.randperm(len(real))[:count].tolist()
+    chosen = torch.randperm(len(real), generator=generator)[:count].tolist()
     return repeated(tokens, {real[i] for i in chosen})
 
 

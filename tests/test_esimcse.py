@@ -78,7 +78,8 @@ def test_queue_rows_are_raw_constants_whose_scale_does_not_matter():
     loss.queue = 7 * queue.detach()
     assert float(loss(z1, z2).detach()) == pytest.approx(float(value.detach()), rel=1e-6)
     # the separated terms add up to the loss: the in-batch softmax, and what the queue adds to it
-    terms, statistics = loss.terms(z1, z2, separate=True)
+    with torch.no_grad():
+        terms, statistics = loss.terms(z1, z2, separate=True)
     assert float(terms["contrastive"]) == pytest.approx(0.01166406982281476, rel=1e-6)
     assert float(terms["contrastive"] + terms["queue"]) == pytest.approx(2.4353452670072047, rel=1e-6)
     assert 0 < float(statistics["queue_share"]) < 1
@@ -109,6 +110,7 @@ def test_the_queue_joins_mixcses_softmax_row_by_row():
 def part_with(**flags):
     part = ESimCSE(ESimCSEArguments(**flags), SimpleNamespace(temp=0.05))
     part.loss(None, None, frozenset())
+    part.seed = 42
     return part
 
 
@@ -208,26 +210,38 @@ def test_repeating_a_position_writes_it_twice_in_place():
     assert repeated([cls, a, b, c, d, e, sep], {3}) == [cls, a, b, c, c, d, e, sep]
 
 
+def draws(part, tokens, n):
+    """``part``'s repetition of ``tokens`` under the seeds 0..n-1: one draw per seed and sentence."""
+    views = []
+    for seed in range(n):
+        part.seed = seed
+        views.append(part.repeat(tokens))
+    return views
+
+
 def test_released_repetition_distribution_is_exact_and_special_tokens_never_repeat():
     part = part_with()
     part.special_ids, part.max_length = frozenset({101, 102, 0}), 32
     seven = [101, 11, 12, 13, 14, 15, 102]  # L = 7: 0 or 1 repeated token, each with probability 1/2
-    torch.manual_seed(0)
-    draws = [part.repeat(seven) for _ in range(4000)]
-    lengths = [len(view) - len(seven) for view in draws]
+    views = draws(part, seven, 4000)
+    lengths = [len(view) - len(seven) for view in views]
     assert set(lengths) == {0, 1} and abs(lengths.count(1) / 4000 - 0.5) < 0.03
-    positions = [next(i for i in range(7) if view[i + 1] == view[i]) for view in draws if len(view) == 8]
+    positions = [next(i for i in range(7) if view[i + 1] == view[i]) for view in views if len(view) == 8]
     assert set(positions) == {1, 2, 3, 4, 5}  # each real token, never [CLS] (0) or [SEP] (6)
     assert all(abs(positions.count(p) / len(positions) - 0.2) < 0.04 for p in range(1, 6))
     for short in ([101, 11, 102], [101, 11, 12, 102]):  # L = 3, 4: never changed
-        assert all(part.repeat(short) == short for _ in range(50))
+        assert all(view == short for view in draws(part, short, 50))
     # L = 32 (a truncated sentence): 0..9 repeated, no cap at --max_seq_length (up to 41 tokens)
     long = [101, *range(1000, 1030), 102]
-    grown = {len(part.repeat(long)) - 32 for _ in range(600)}
-    assert grown == set(range(10))
+    assert {len(view) - 32 for view in draws(part, long, 600)} == set(range(10))
     capped = part_with(cap_repetition=True)
     capped.special_ids, capped.max_length = part.special_ids, 36
-    assert max(len(capped.repeat(long)) for _ in range(300)) == 36
+    assert max(len(view) for view in draws(capped, long, 300)) == 36
+    # one repetition per sentence and seed, whatever else is drawn in between
+    part.seed = 3
+    first = part.repeat(long)
+    torch.rand(100)
+    assert part.repeat(long) == first
 
 
 def test_views_change_view_1_only(tokenizer):
@@ -235,9 +249,9 @@ def test_views_change_view_1_only(tokenizer):
     part.special_ids, part.pad_id = frozenset(tokenizer.all_special_ids), tokenizer.pad_token_id
     features = [dict(tokenizer(s)) for s in SENTENCES]
     batch = TwoViewCollator(tokenizer)(features)
-    torch.manual_seed(1)
     changed = 0
-    for _ in range(20):
+    for seed in range(20):
+        part.seed = seed
         out = part.views(batch)
         for i, feature in enumerate(features):
             first, second = (out["input_ids"][i, v][out["attention_mask"][i, v].bool()].tolist() for v in (0, 1))

@@ -46,7 +46,7 @@ from ..losses.esimcse import CITATION, ESimCSELoss
 from ..parts import EVERY_PART, Part
 from ..ranges import RANGE, Range, check_choices, check_fields, probability
 from ..registry import BenchShape, MethodRecord, register
-from ..repetition import RULES, first_views, repeat_some, repetition_choices, with_second_views
+from ..repetition import RULES, first_views, repeat_some, repetition_choices, sentence_generator, with_second_views
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +176,7 @@ class ESimCSE(Part):
     def __init__(self, args=None, model_args=None):
         super().__init__(args, model_args)
         self.max_length = None  # the run's --max_seq_length (prepare_run)
+        self.seed = None  # the run's --seed, which with a sentence's tokens seeds its repetition (setup)
         self.special_ids = frozenset()  # never repeated: [CLS], [SEP], padding (wrap)
         self.pad_id = 0
         self.queue_loss: ESimCSELoss | None = None  # the loss that reads the queue (loss)
@@ -212,15 +213,21 @@ class ESimCSE(Part):
     def repeat(self, tokens: list[int]) -> list[int]:
         """``tokens`` (one sentence, special tokens included, no padding) with some real tokens written
         twice: as many as ``--repetition`` draws, at most what fits in ``--max_seq_length`` with
-        ``--cap_repetition``. Special tokens are never chosen."""
+        ``--cap_repetition``. Special tokens are never chosen. The draws come from a generator seeded by
+        ``--seed`` and the sentence (:func:`cse.repetition.sentence_generator`): one repetition per
+        sentence, as the released code draws it once in preprocessing, and a resumed run draws what the
+        uninterrupted one did."""
+        if self.seed is None:
+            raise RuntimeError("ESimCSE's views are drawn with the run's seed, which its setup(trainer) reads")
         real = [i for i, token in enumerate(tokens) if token not in self.special_ids]
         choices = repetition_choices(self.args.repetition, self.args.dup_rate, len(tokens), len(real))
         room = self.max_length - len(tokens) if self.args.cap_repetition and self.max_length else None
-        return repeat_some(tokens, real, choices, room)
+        return repeat_some(tokens, real, choices, room, sentence_generator(self.seed, tokens))
 
     # --- the trainer --------------------------------------------------------------------------------
 
     def setup(self, trainer) -> None:
+        self.seed = trainer.args.seed
         if self.queue_loss is None:
             return
         trainer.refuse_sharding(
