@@ -51,7 +51,10 @@ def test_docs_composition_is_generated_from_the_records():
 @pytest.mark.parametrize(
     "parts,message",
     [
-        ("mixcse,vadvcs", "unknown part 'vadvcs' in --parts; the parts are adcse, mixcse, sarcse, sgbert, vadvcse"),
+        (
+            "mixcse,vadvcs",
+            "unknown part 'vadvcs' in --parts; the parts are adcse, esimcse, mixcse, sarcse, sgbert, vadvcse",
+        ),
         ("simcse,mixcse", "unknown part 'simcse'"),
         ("mixcse,mixcse", "--parts names mixcse twice"),
         (
