@@ -85,3 +85,34 @@ def with_second_views(batch: dict[str, torch.Tensor], second: list[list[int]], p
     if "token_type_ids" in batch:
         out["token_type_ids"] = torch.zeros_like(out_ids)
     return out
+
+
+class RepeatedViews:
+    """The hooks of a part whose views repeat tokens of each sentence's view 1 (mixed in before
+    :class:`cse.parts.Part`): it reads ``--max_seq_length`` (``prepare_run``) and the tokenizer's
+    special tokens and padding (``wrap``), and remakes each batch with view 1 as :meth:`repeat` gives it
+    (``views``). A subclass says how many tokens and which (:meth:`repeat`)."""
+
+    max_length: int | None = None  # the run's --max_seq_length (prepare_run)
+    special_ids: frozenset[int] = frozenset()  # never repeated: [CLS], [SEP], padding (wrap)
+    pad_id: int = 0
+
+    def prepare_run(self, data_args, training_args) -> list:
+        self.max_length = data_args.max_seq_length
+        return []
+
+    def wrap(self, model, replaced):
+        tokenizer = model.tokenizer
+        self.special_ids = frozenset(tokenizer.all_special_ids)
+        self.pad_id = tokenizer.pad_token_id
+        return model
+
+    def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """View 1 of each sentence with some of its tokens repeated (:meth:`repeat`); view 0 the
+        sentence itself; every view padded to the new length (at least the batch's own, so that a
+        batch of static shapes keeps its shape)."""
+        return with_second_views(batch, [self.repeat(tokens) for tokens in first_views(batch)], self.pad_id)
+
+    def repeat(self, tokens: list[int]) -> list[int]:
+        """``tokens`` (one sentence, special tokens included, no padding) with some written twice."""
+        raise NotImplementedError

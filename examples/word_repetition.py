@@ -25,14 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
-
 from cse import composition
 from cse.errors import run_cli
 from cse.losses.esimcse import CITATION
 from cse.parts import Part
 from cse.registry import MethodRecord, register
-from cse.repetition import first_views, repeat_some, repetition_choices, with_second_views
+from cse.repetition import RepeatedViews, repeat_some, repetition_choices
 
 
 @dataclass
@@ -46,7 +44,7 @@ class WordRepetitionArguments:
             raise ValueError(f"--dup_rate must lie in [0, 1], got {self.dup_rate}")
 
 
-class WordRepetition(Part):
+class WordRepetition(RepeatedViews, Part):
     """The part: the second view of each sentence repeats some of its tokens (:meth:`views`)."""
 
     name = "word_repetition"
@@ -59,27 +57,6 @@ class WordRepetition(Part):
     )
     Flags = WordRepetitionArguments
     replaces = frozenset({"views"})
-
-    def __init__(self, args=None, model_args=None):
-        super().__init__(args, model_args)
-        self.max_length = None  # the run's --max_seq_length (prepare_run)
-        self.special_ids = frozenset()  # never repeated: [CLS], [SEP], padding (wrap)
-        self.pad_id = 0
-
-    def prepare_run(self, data_args, training_args) -> list:
-        self.max_length = data_args.max_seq_length
-        return []
-
-    def wrap(self, model, replaced):
-        tokenizer = model.tokenizer
-        self.special_ids = frozenset(tokenizer.all_special_ids)
-        self.pad_id = tokenizer.pad_token_id
-        return model
-
-    def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """View 1 of each sentence with its repeated tokens; every view padded to the new length (at
-        least the batch's own, so that a batch of static shapes keeps its shape)."""
-        return with_second_views(batch, [self.repeat(tokens) for tokens in first_views(batch)], self.pad_id)
 
     def repeat(self, tokens: list[int]) -> list[int]:
         """The tokens with dup_len of the real ones repeated, within the length cap; draws from

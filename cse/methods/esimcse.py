@@ -46,7 +46,7 @@ from ..losses.esimcse import CITATION, ESimCSELoss
 from ..parts import EVERY_PART, Part
 from ..ranges import RANGE, Range, check_choices, check_fields, probability
 from ..registry import BenchShape, MethodRecord, register
-from ..repetition import RULES, first_views, repeat_some, repetition_choices, sentence_generator, with_second_views
+from ..repetition import RULES, RepeatedViews, repeat_some, repetition_choices, sentence_generator
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class ESimCSEArguments:
             raise ValueError("--momentum set, but --queue_size 0 leaves no momentum encoder for it to act on")
 
 
-class ESimCSE(Part):
+class ESimCSE(RepeatedViews, Part):
     """ESimCSE's part: word repetition of view 1 (:meth:`views`, in the data loader), the queue's
     columns in the softmax (:meth:`loss`: :class:`~cse.losses.esimcse.ESimCSELoss`, around the
     softmax of a part that replaces it), and after each loss the momentum update and the enqueueing
@@ -175,25 +175,12 @@ class ESimCSE(Part):
 
     def __init__(self, args=None, model_args=None):
         super().__init__(args, model_args)
-        self.max_length = None  # the run's --max_seq_length (prepare_run)
         self.seed = None  # the run's --seed, which with a sentence's tokens seeds its repetition (setup)
-        self.special_ids = frozenset()  # never repeated: [CLS], [SEP], padding (wrap)
-        self.pad_id = 0
         self.queue_loss: ESimCSELoss | None = None  # the loss that reads the queue (loss)
         self.momentum: dict[str, torch.Tensor] | None = None  # theta_m by the backbone's weight names
         self._pairs = None  # ([theta_m], [theta]) in the same order, built once
 
-    # --- before the build, the build ----------------------------------------------------------------
-
-    def prepare_run(self, data_args, training_args) -> list:
-        self.max_length = data_args.max_seq_length
-        return []
-
-    def wrap(self, model, replaced):
-        tokenizer = model.tokenizer
-        self.special_ids = frozenset(tokenizer.all_special_ids)
-        self.pad_id = tokenizer.pad_token_id
-        return model
+    # --- the build (prepare_run, wrap: RepeatedViews') ----------------------------------------------
 
     def loss(self, loss, model, replaced):
         """The queue's columns in InfoNCE's softmax, or in that of the part that replaces it (``base``:
@@ -203,12 +190,7 @@ class ESimCSE(Part):
         self.queue_loss = ESimCSELoss(self.model_args.temp, base=loss if "softmax" in replaced else None)
         return self.queue_loss
 
-    # --- the batch ----------------------------------------------------------------------------------
-
-    def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """View 1 of each sentence with some of its tokens repeated (:meth:`repeat`); view 0 the
-        sentence itself; every view padded to the new length."""
-        return with_second_views(batch, [self.repeat(tokens) for tokens in first_views(batch)], self.pad_id)
+    # --- the batch (views: RepeatedViews') ----------------------------------------------------------
 
     def repeat(self, tokens: list[int]) -> list[int]:
         """``tokens`` (one sentence, special tokens included, no padding) with some real tokens written
