@@ -5,13 +5,14 @@ positive pair differ in length and not in meaning.
 The rules for how many tokens are repeated (:func:`repetition_choices`) and the remaking of a
 ``(batch, 2, length)`` batch with new second views (:func:`with_second_views`) are shared by
 ESimCSE's part (:mod:`cse.methods.esimcse`) and the part outside the package in
-``examples/word_repetition.py``. The draws come from a generator given to :func:`repeat_some`, or
-torch's default one.
+``examples/word_repetition.py``. The draws are Python's ``random`` calls, as the released code's:
+``randrange`` for the count, ``sample`` for the positions, from the generator a part gives.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 import struct
 
 import torch
@@ -42,24 +43,22 @@ def repeated(tokens: list[int], repeat: set[int]) -> list[int]:
     return [token for i, token in enumerate(tokens) for _ in range(2 if i in repeat else 1)]
 
 
-def sentence_generator(seed: int, tokens: list[int]) -> torch.Generator:
+def sentence_generator(seed: int, tokens: list[int]) -> random.Random:
     """A generator seeded by ``seed`` and the sentence's tokens: each sentence gets one repetition per
     seed, whatever the batch it comes in, the order batches are collated in (a data loader fetches
     ahead) or where a run resumed, as the released code's one repetition per sentence in preprocessing."""
     digest = hashlib.blake2b(struct.pack(f"<{len(tokens) + 1}q", seed, *tokens), digest_size=8).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest, "little"))
+    return random.Random(int.from_bytes(digest, "little"))
 
 
-def repeat_some(
-    tokens: list[int], real: list[int], choices: int, room: int | None = None, generator: torch.Generator | None = None
-) -> list[int]:
-    """``tokens`` with a count drawn uniformly from 0, ..., ``choices`` - 1 of the positions ``real``
-    (drawn without replacement) written twice; the count is cut to the real tokens and to ``room``
-    more tokens (None: no cap). Draws from ``generator`` (None: torch's default one)."""
-    count = int(torch.randint(0, choices, (), generator=generator))
+def repeat_some(tokens: list[int], real: list[int], choices: int, room: int | None, rng) -> list[int]:
+    """``tokens`` with a count drawn uniformly from 0, ..., ``choices`` - 1 (``rng.randrange``) of the
+    positions ``real`` (``rng.sample``, without replacement) written twice; the count is cut to the real
+    tokens and to ``room`` more tokens (None: no cap). ``rng``: a ``random.Random``, or the ``random``
+    module itself (Python's generator, which the Trainer seeds and a checkpoint restores)."""
+    count = rng.randrange(choices)
     count = min(count, len(real), len(real) if room is None else max(0, room))
-    chosen = torch.randperm(len(real), generator=generator)[:count].tolist()
-    return repeated(tokens, {real[i] for i in chosen})
+    return repeated(tokens, set(rng.sample(real, count)))
 
 
 def first_views(batch: dict[str, torch.Tensor]) -> list[list[int]]:
@@ -75,12 +74,11 @@ def with_second_views(batch: dict[str, torch.Tensor], second: list[list[int]], p
     ids, mask = batch["input_ids"], batch["attention_mask"]
     first = first_views(batch)
     length = max(ids.shape[-1], *map(len, second))
-    out_ids = torch.full((len(first), 2, length), pad_id, dtype=ids.dtype)
-    out_mask = torch.zeros((len(first), 2, length), dtype=mask.dtype)
-    for i, views in enumerate(zip(first, second)):
-        for v, tokens in enumerate(views):
-            out_ids[i, v, : len(tokens)] = torch.tensor(tokens, dtype=ids.dtype)
-            out_mask[i, v, : len(tokens)] = 1
+    # one tensor from padded lists: a copy per view would cost more than the repetition itself
+    rows = [[views[v] + [pad_id] * (length - len(views[v])) for v in (0, 1)] for views in zip(first, second)]
+    masks = [[[1] * len(views[v]) + [0] * (length - len(views[v])) for v in (0, 1)] for views in zip(first, second)]
+    out_ids = torch.tensor(rows, dtype=ids.dtype)
+    out_mask = torch.tensor(masks, dtype=mask.dtype)
     out = {"input_ids": out_ids, "attention_mask": out_mask}
     if "token_type_ids" in batch:
         out["token_type_ids"] = torch.zeros_like(out_ids)

@@ -23,6 +23,7 @@ momentum-contrast queue and the released code's repetition rule, is the package'
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from cse import composition
@@ -60,10 +61,11 @@ class WordRepetition(RepeatedViews, Part):
 
     def repeat(self, tokens: list[int]) -> list[int]:
         """The tokens with dup_len of the real ones repeated, within the length cap; draws from
-        torch's generator, which the Trainer seeds and restores on resume."""
+        Python's generator, which the Trainer seeds and restores on resume."""
         real = [i for i, token in enumerate(tokens) if token not in self.special_ids]
         choices = repetition_choices("paper", self.args.dup_rate, len(tokens), len(real))
-        return repeat_some(tokens, real, choices, None if self.max_length is None else self.max_length - len(tokens))
+        room = None if self.max_length is None else self.max_length - len(tokens)
+        return repeat_some(tokens, real, choices, room, random)
 
 
 RECORD = register(MethodRecord(part=WordRepetition))
