@@ -14,16 +14,18 @@ from transformers import AutoTokenizer, TrainerCallback
 
 import run_cse
 import run_esimcse
+from cse.arguments import parse_args
 from cse.data import TwoViewCollator
 from cse.errors import CSEUsageError
 from cse.losses.esimcse import ESimCSELoss
 from cse.losses.mixcse import MixCSELoss
 from cse.methods.esimcse import STATE_NAME, ESimCSE, ESimCSEArguments
 from cse.modeling import CSEModel
-from cse.parts import Step
+from cse.parts import Step, why_not
+from cse.registry import get
 from cse.repetition import repeated, repetition_choices
 
-from .conftest import SENTENCES, TOKENIZERS, small_run_argv
+from .conftest import REPO, SENTENCES, TOKENIZERS, small_run_argv
 
 # --- the loss: float64 hand computations (docs/methods/esimcse.md, "The loss") ---------------------
 
@@ -361,3 +363,25 @@ def test_esimcse_with_mixcse_trains_one_softmax(tiny_bert, tmp_path):
     logs = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert all("mix_score" in entry and "queue_share" in entry for entry in logs)
     assert trainer.loss_fn.queue.shape[0] == 16
+
+
+@pytest.mark.parametrize(
+    "config, lr, dup_rate",
+    [("configs/esimcse_bert_base.yaml", 3e-5, 0.32), ("configs/esimcse_roberta_base.yaml", 1e-5, 0.30)],
+)
+def test_the_configs_hold_the_released_settings(config, lr, dup_rate):
+    """run.sh and the logs' training arguments: batch 64, queue 160, m 0.995, max length 32, tau 0.05,
+    [CLS] with the MLP in training only, STS-B dev every 125 steps, seed 42, one epoch, fp16."""
+    model, data, training, flags = parse_args(get("esimcse").argument_types, [os.path.join(REPO, config)])
+    assert (training.per_device_train_batch_size, training.learning_rate, training.num_train_epochs) == (64, lr, 1)
+    assert (training.eval_steps, training.seed, training.fp16, data.max_seq_length) == (125, 42, True, 32)
+    assert (model.temp, model.pooler_type, model.mlp_only_train) == (0.05, "cls", True)
+    assert (flags.variant, flags.dup_rate, flags.queue_size, flags.momentum) == ("released", dup_rate, 160, 0.995)
+
+
+def test_esimcse_combines_with_mixcse_and_vadvcse_only():
+    part = {name: get(name).part for name in ("adcse", "mixcse", "sarcse", "sgbert", "vadvcse")}
+    assert why_not(ESimCSE, part["mixcse"]) is None and why_not(ESimCSE, part["vadvcse"]) is None
+    assert "AdCSE's momentum encoder p" in why_not(ESimCSE, part["adcse"])
+    assert "SARCSE's autoencoder" in why_not(ESimCSE, part["sarcse"])
+    assert why_not(ESimCSE, part["sgbert"]) is not None
