@@ -5,11 +5,12 @@ holds, and ``run_esimcse.py`` end to end, alone and with MixCSE."""
 
 import math
 import os
+import subprocess
 from types import SimpleNamespace
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, TrainerCallback
 
 import run_cse
@@ -25,7 +26,7 @@ from cse.parts import Step, why_not
 from cse.registry import get
 from cse.repetition import repeated, repetition_choices
 
-from .conftest import REPO, SENTENCES, TOKENIZERS, small_run_argv
+from .conftest import REPO, SENTENCES, TOKENIZERS, small_run_argv, torchrun
 
 # --- the loss: float64 hand computations (docs/methods/esimcse.md, "The loss") ---------------------
 
@@ -194,6 +195,35 @@ def test_the_momentum_forward_is_view_0s_without_dropout_through_the_online_head
     assert not torch.equal(
         random_start["embeddings.word_embeddings.weight"], part.momentum["embeddings.word_embeddings.weight"]
     )
+
+
+def test_two_processes_with_a_global_queue_equal_one_process(tmp_path):
+    """Each rank enqueues its half of two batches of 4: the global queue (M = 6) is the one-process
+    queue of the whole batches in rank order, and every rank computes the one-process loss of the
+    whole third batch, its half of the gradient included; a per-process queue holds the rank's own
+    rows, and its loss differs."""
+    g = torch.Generator().manual_seed(11)
+    batch = {key: torch.randn(4, 3, generator=g) for key in ("anchors", "positives", "momentum1", "momentum2")}
+    save_file(batch, str(tmp_path / "batch.safetensors"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = torchrun("esimcse_ddp_worker.py", 29621, str(tmp_path / "batch.safetensors"), str(tmp_path))
+    proc = subprocess.run(cmd, env=env, timeout=300, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(2)]
+    queue = torch.cat([batch["momentum1"], batch["momentum2"]])[-6:]
+    loss_fn = ESimCSELoss(temperature=0.1)
+    loss_fn.queue = queue
+    anchors = batch["anchors"].clone().requires_grad_(True)
+    loss = loss_fn(anchors, batch["positives"])
+    loss.backward()
+    for r, result in enumerate(ranks):
+        assert torch.equal(result["global.queue"], queue)
+        torch.testing.assert_close(result["global.loss"][0], loss.detach(), rtol=1e-6, atol=1e-6)
+        rows = slice(2 * r, 2 * r + 2)
+        torch.testing.assert_close(result["global.anchors_grad"], anchors.grad[rows], rtol=1e-5, atol=1e-7)
+        own = torch.cat([batch["momentum1"][rows], batch["momentum2"][rows]])
+        assert torch.equal(result["per_process.queue"], own)
+    assert abs(ranks[0]["per_process.loss"].item() - ranks[1]["per_process.loss"].item()) > 1e-4
 
 
 # --- word repetition (the released rule) -----------------------------------------------------------
