@@ -206,7 +206,7 @@ def test_two_processes_with_a_global_queue_equal_one_process(tmp_path):
     batch = {key: torch.randn(4, 3, generator=g) for key in ("anchors", "positives", "momentum1", "momentum2")}
     save_file(batch, str(tmp_path / "batch.safetensors"))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = torchrun("esimcse_ddp_worker.py", 29621, str(tmp_path / "batch.safetensors"), str(tmp_path))
+    cmd = torchrun("esimcse_ddp_worker.py", 29641, str(tmp_path / "batch.safetensors"), str(tmp_path))
     proc = subprocess.run(cmd, env=env, timeout=300, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(2)]
