@@ -197,6 +197,7 @@ def test_the_momentum_forward_is_view_0s_without_dropout_through_the_online_head
     )
 
 
+@pytest.mark.e2e
 def test_two_processes_with_a_global_queue_equal_one_process(tmp_path):
     """Each rank enqueues its half of two batches of 4: the global queue (M = 6) is the one-process
     queue of the whole batches in rank order, and every rank computes the one-process loss of the
