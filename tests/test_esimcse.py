@@ -416,3 +416,8 @@ def test_esimcse_combines_with_mixcse_and_vadvcse_only():
     assert "AdCSE's momentum encoder p" in why_not(ESimCSE, part["adcse"])
     assert "SARCSE's autoencoder" in why_not(ESimCSE, part["sarcse"])
     assert why_not(ESimCSE, part["sgbert"]) is not None
+
+
+def test_cuda_graphs_step_eagerly_with_the_reason_unless_there_is_no_queue():
+    assert "queue grows over the first steps" in part_with().capture_problem()
+    assert part_with(queue_size=0).capture_problem() is None  # word repetition alone: in the data loader
