@@ -1,10 +1,7 @@
 #!/usr/bin/env python
 """ESimCSE (Wu et al., COLING 2022): SimCSE with word repetition of the positive view and a momentum
-queue of earlier batches' embeddings among the negatives. --variant paper for the paper's readings.
-
-python run_esimcse.py --model_name_or_path bert-base-uncased --output_dir result/esimcse
-accelerate launch run_esimcse.py configs/esimcse_bert_base.yaml
-"""
+queue of earlier batches' embeddings among the negatives; --variant paper for the paper's readings.
+Run as ``accelerate launch run_esimcse.py configs/esimcse_bert_base.yaml`` (or python, one process)."""
 
 from cse.errors import run_cli
 from cse.methods.esimcse import RECORD
@@ -12,8 +9,7 @@ from cse.pipeline import run_method
 
 
 def main(argv=None, callbacks=()):
-    """Train and evaluate as the command line ``argv`` says; ``callbacks`` (``TrainerCallback`` objects) join
-    the Trainer's, e.g. the benchmark's step timer. Returns the trainer."""
+    """Train and evaluate as ``argv`` says, ``callbacks`` joining the Trainer's; returns the trainer."""
     return run_method(RECORD, argv, callbacks)
 
 

@@ -59,68 +59,53 @@ QUEUE_SCOPES = ("global", "per_process")
 HEAD = "pooler."  # the backbone's pooling layer is the model's head (SimCSE's MLP): online, never copied
 
 
+def flag(default, help_text: str, **metadata):
+    """A flag's field: its default, its help, and the rest of its metadata (``choices``, ``range``)."""
+    return field(default=default, metadata={"help": help_text, **metadata})
+
+
 @dataclass
 class ESimCSEArguments:
-    variant: str = field(
-        default="released",
-        metadata={
-            "help": "released: the authors' code, which produced the published runs (repetition count "
-            "randrange(min(10, floor(r L))), no length cap, momentum encoder from a random init); paper: the "
-            "paper's count U{0..max(2, floor(r n))}, within --max_seq_length, momentum encoder from the "
-            "pretrained weights. Each of the three can be set on its own.",
-            "choices": list(VARIANTS),
-        },
+    variant: str = flag(
+        "released",
+        "released: the authors' code, which produced the published runs (repetition count randrange(min(10, "
+        "floor(r L))), no length cap, momentum encoder from a random init); paper: the paper's count "
+        "U{0..max(2, floor(r n))}, within --max_seq_length, momentum encoder from the pretrained weights. Each of "
+        "the three can be set on its own.",
+        choices=list(VARIANTS),
     )
-    dup_rate: float = field(
-        default=0.32,
-        metadata={
-            "help": "r, the repetition rate of the positive view (0.32: BERT; RoBERTa-base 0.30).",
-            RANGE: probability,
-        },
+    dup_rate: float = flag(
+        0.32, "r, the repetition rate of the positive view (0.32: BERT; RoBERTa-base 0.30).", **{RANGE: probability}
     )
-    queue_size: int = field(
-        default=160,
-        metadata={
-            "help": "M, the momentum queue's rows (the released --neg_size; 0: no momentum contrast, word "
-            "repetition alone).",
-            RANGE: Range(0, integer=True),
-        },
+    queue_size: int = flag(
+        160,
+        "M, the momentum queue's rows (the released --neg_size; 0: no momentum contrast, word repetition alone).",
+        **{RANGE: Range(0, integer=True)},
     )
-    momentum: float = field(
-        default=0.995, metadata={"help": "m, the momentum of the momentum encoder.", RANGE: probability}
+    momentum: float = flag(0.995, "m, the momentum of the momentum encoder.", **{RANGE: probability})
+    repetition: str | None = flag(
+        None,
+        "How many tokens view 1 repeats: released, randrange(min(10, floor(r L))) with L counting [CLS] and [SEP]; "
+        "paper, U{0..max(2, floor(r n))} over the n real tokens. Default: the variant's.",
+        choices=list(RULES),
     )
-    repetition: str | None = field(
-        default=None,
-        metadata={
-            "help": "How many tokens view 1 repeats: released, randrange(min(10, floor(r L))) with L counting "
-            "[CLS] and [SEP]; paper, U{0..max(2, floor(r n))} over the n real tokens. Default: the variant's.",
-            "choices": list(RULES),
-        },
+    cap_repetition: bool | None = flag(
+        None,
+        "Repeat fewer tokens where view 1 would exceed --max_seq_length (the released code does not: 32 + 9 "
+        "tokens). Default: off (released), on (paper).",
     )
-    cap_repetition: bool | None = field(
-        default=None,
-        metadata={
-            "help": "Repeat fewer tokens where view 1 would exceed --max_seq_length (the released code does not: "
-            "32 + 9 tokens). Default: off (released), on (paper)."
-        },
+    momentum_start: str | None = flag(
+        None,
+        "The momentum encoder's first weights: random, a fresh random init seeded by --seed (what the released "
+        "runs did: their logs list its weights as newly initialized); pretrained, a copy of the pretrained backbone "
+        "(MoCo's convention). Default: the variant's.",
+        choices=list(MOMENTUM_STARTS),
     )
-    momentum_start: str | None = field(
-        default=None,
-        metadata={
-            "help": "The momentum encoder's first weights: random, a fresh random init seeded by --seed (what the "
-            "released runs did: their logs list its weights as newly initialized); pretrained, a copy of the "
-            "pretrained backbone (MoCo's convention). Default: the variant's.",
-            "choices": list(MOMENTUM_STARTS),
-        },
-    )
-    queue_scope: str = field(
-        default="global",
-        metadata={
-            "help": "Under data parallelism: global, the queue holds every process's momentum embeddings (the "
-            "one-GPU run's queue at the same global batch); per_process, each process's own (the released "
-            "code's multi-GPU form).",
-            "choices": list(QUEUE_SCOPES),
-        },
+    queue_scope: str = flag(
+        "global",
+        "Under data parallelism: global, the queue holds every process's momentum embeddings (the one-GPU run's "
+        "queue at the same global batch); per_process, each process's own (the released code's multi-GPU form).",
+        choices=list(QUEUE_SCOPES),
     )
 
     def __post_init__(self):
