@@ -6,7 +6,7 @@ minute for a cold import of them). :data:`PARTS` is :func:`cse.registry.part_nam
 
 from __future__ import annotations
 
-PARTS = ("adcse", "mixcse", "sarcse", "sgbert", "vadvcse")
+PARTS = ("adcse", "esimcse", "mixcse", "sarcse", "sgbert", "vadvcse")
 
 
 def overview(names: tuple[str, ...] | list[str] = PARTS) -> str:

@@ -12,8 +12,10 @@ tokens and padding left out), the second view repeats
 
 of its tokens, each chosen without replacement and written twice in place (``a b c`` -> ``a b b c``);
 the first view is the sentence itself. The repeated view is kept within the run's
-``--max_seq_length``: fewer tokens are repeated where more would not fit (nothing is cut). ESimCSE's
-momentum-contrast queue is another part, not this one.
+``--max_seq_length``: fewer tokens are repeated where more would not fit (nothing is cut). The rule
+and the batch's remaking are the package's (:mod:`cse.repetition`). ESimCSE itself, with its
+momentum-contrast queue and the released code's repetition rule, is the package's ``esimcse`` part
+(``run_esimcse.py``, docs/methods/esimcse.md); this file shows a views hook alone, outside the package.
 
     python word_repetition.py --parts word_repetition --model_name_or_path bert-base-uncased --output_dir result/wr
     python word_repetition.py --parts mixcse,word_repetition ...    # MixCSE's negatives on the repeated views
@@ -21,22 +23,15 @@ momentum-contrast queue is another part, not this one.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
-
-import torch
 
 from cse import composition
 from cse.errors import run_cli
+from cse.losses.esimcse import CITATION
 from cse.parts import Part
 from cse.registry import MethodRecord, register
-
-CITATION = """@inproceedings{wu2022esimcse,
-  title = {{ESimCSE}: Enhanced Sample Building Method for Contrastive Learning of Unsupervised Sentence Embedding},
-  author = {Wu, Xing and Gao, Chaochen and Zang, Liangjun and Han, Jizhong and Wang, Zhongyuan and Hu, Songlin},
-  booktitle = {Proceedings of the 29th International Conference on Computational Linguistics (COLING 2022)},
-  pages = {3898--3907},
-  year = {2022},
-}"""
+from cse.repetition import RepeatedViews, repeat_some, repetition_choices
 
 
 @dataclass
@@ -50,12 +45,7 @@ class WordRepetitionArguments:
             raise ValueError(f"--dup_rate must lie in [0, 1], got {self.dup_rate}")
 
 
-def repeated(tokens: list[int], repeat: set[int]) -> list[int]:
-    """``tokens`` with the tokens at the positions ``repeat`` written twice in place."""
-    return [token for i, token in enumerate(tokens) for _ in range(2 if i in repeat else 1)]
-
-
-class WordRepetition(Part):
+class WordRepetition(RepeatedViews, Part):
     """The part: the second view of each sentence repeats some of its tokens (:meth:`views`)."""
 
     name = "word_repetition"
@@ -69,50 +59,13 @@ class WordRepetition(Part):
     Flags = WordRepetitionArguments
     replaces = frozenset({"views"})
 
-    def __init__(self, args=None, model_args=None):
-        super().__init__(args, model_args)
-        self.max_length = None  # the run's --max_seq_length (prepare_run)
-        self.special_ids = frozenset()  # never repeated: [CLS], [SEP], padding (wrap)
-        self.pad_id = 0
-
-    def prepare_run(self, data_args, training_args) -> list:
-        self.max_length = data_args.max_seq_length
-        return []
-
-    def wrap(self, model, replaced):
-        tokenizer = model.tokenizer
-        self.special_ids = frozenset(tokenizer.all_special_ids)
-        self.pad_id = tokenizer.pad_token_id
-        return model
-
-    def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """View 1 of each sentence with its repeated tokens; every view padded to the new length (at
-        least the batch's own, so that a batch of static shapes keeps its shape)."""
-        ids, mask = batch["input_ids"], batch["attention_mask"]
-        first = [row[row_mask.bool()].tolist() for row, row_mask in zip(ids[:, 0], mask[:, 0])]
-        second = [self.repeat(tokens) for tokens in first]
-        length = max(ids.shape[-1], *map(len, second))
-        out_ids = torch.full((len(first), 2, length), self.pad_id, dtype=ids.dtype)
-        out_mask = torch.zeros((len(first), 2, length), dtype=mask.dtype)
-        for i, views in enumerate(zip(first, second)):
-            for v, tokens in enumerate(views):
-                out_ids[i, v, : len(tokens)] = torch.tensor(tokens, dtype=ids.dtype)
-                out_mask[i, v, : len(tokens)] = 1
-        out = {"input_ids": out_ids, "attention_mask": out_mask}
-        if "token_type_ids" in batch:
-            out["token_type_ids"] = torch.zeros_like(out_ids)
-        return out
-
     def repeat(self, tokens: list[int]) -> list[int]:
         """The tokens with dup_len of the real ones repeated, within the length cap; draws from
-        torch's generator, which the Trainer seeds and restores on resume."""
+        Python's generator, which the Trainer seeds and restores on resume."""
         real = [i for i, token in enumerate(tokens) if token not in self.special_ids]
-        most = max(2, int(self.args.dup_rate * len(real)))
-        dup_len = int(torch.randint(0, most + 1, ()))
-        room = len(real) if self.max_length is None else max(0, self.max_length - len(tokens))
-        dup_len = min(dup_len, len(real), room)
-        chosen = torch.randperm(len(real))[:dup_len].tolist()
-        return repeated(tokens, {real[i] for i in chosen})
+        choices = repetition_choices("paper", self.args.dup_rate, len(tokens), len(real))
+        room = None if self.max_length is None else self.max_length - len(tokens)
+        return repeat_some(tokens, real, choices, room, random)
 
 
 RECORD = register(MethodRecord(part=WordRepetition))

@@ -18,6 +18,7 @@ import pytest
 
 import anli_eval
 import run_adcse
+import run_esimcse
 import run_mixcse
 import run_sarcse
 import run_sgbert
@@ -32,6 +33,7 @@ from .conftest import SENTEVAL, WIKI_HEAD, assert_nothing_written, refusal, trai
 MAINS = {
     "simcse": run_simcse.main,
     "adcse": run_adcse.main,
+    "esimcse": run_esimcse.main,
     "mixcse": run_mixcse.main,
     "sarcse": run_sarcse.main,
     "sgbert": run_sgbert.main,
@@ -92,6 +94,10 @@ OUT_OF_RANGE = [
     ("adcse", "--adversary_weight_decay=-1e-4", "--adversary_weight_decay must be >= 0, got -0.0001"),
     ("adcse", "--adversary_temperature 0", "--adversary_temperature must be > 0, got 0"),
     ("adcse", "--momentum=-inf", "--momentum must be a finite number, got -inf"),
+    ("esimcse", "--dup_rate 1.5", "--dup_rate must lie in [0, 1], got 1.5"),
+    ("esimcse", "--queue_size -1", "--queue_size must be a whole number >= 0, got -1"),
+    ("esimcse", "--momentum 1.2", "--momentum must lie in [0, 1], got 1.2"),
+    ("esimcse", "--queue_size 0 --momentum 0.9", "--momentum set, but --queue_size 0 leaves no momentum encoder"),
     ("mixcse", "--mix_lambda 1", "--mix_lambda must lie in [0, 1), got 1"),
     ("mixcse", "--mix_lambda -0.2", "--mix_lambda must lie in [0, 1), got -0.2"),
     ("sarcse", "--alpha 0", "--alpha must be > 0, got 0"),

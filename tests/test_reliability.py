@@ -46,7 +46,13 @@ LONG = pytest.mark.skipif(os.environ.get("CSE_LONG_TESTS") != "1", reason="long 
 
 
 # composed runs (run_cse.py --parts): the state of every part resumes
-COMPOSITIONS = [("mixcse", "vadvcse"), ("sarcse", "vadvcse"), ("adcse", "sarcse"), ("adcse", "mixcse")]
+COMPOSITIONS = [
+    ("mixcse", "vadvcse"),
+    ("sarcse", "vadvcse"),
+    ("adcse", "sarcse"),
+    ("adcse", "mixcse"),
+    ("esimcse", "mixcse"),
+]
 # each method and composition, run small: name -> (script, tiny backbone family, flags)
 METHODS = {
     "+".join(names): tiny_run(*names) for names in [*((record.name,) for record in registry.records()), *COMPOSITIONS]
