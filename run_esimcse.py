@@ -3,9 +3,9 @@
 queue of earlier batches' embeddings among the negatives; --variant paper for the paper's readings.
 Run as ``accelerate launch run_esimcse.py configs/esimcse_bert_base.yaml`` (or python, one process)."""
 
+from cse.composition import run_method
 from cse.errors import run_cli
 from cse.methods.esimcse import RECORD
-from cse.pipeline import run_method
 
 
 def main(argv=None, callbacks=()):
