@@ -63,9 +63,10 @@ def tiny(tmp_path):
 
 def test_every_table_prints_its_plan_and_the_docs_counts_match_it():
     plan = plan_tables([os.path.join(REPO, s) for s in table_scripts()], plan_only=True)
-    assert len(plan.tables) == 24
-    # 247 runs named, 221 output directories, 200 distinct runs: 21 directories are another's run
-    assert (plan.named, plan.directories, len({n.key for n in plan.nodes})) == (247, 221, 200)
+    # one table a script; a run named by several tables, or twice in one, is trained once
+    assert len(plan.tables) == len(table_scripts())
+    assert plan.named >= plan.directories >= len({n.key for n in plan.nodes}) > len(plan.tables)
+    # the docs' counts are the plan's (`python3 -m sweep all --plan` prints them)
     with open(os.path.join(REPO, "docs", "reproduce.md"), encoding="utf-8") as f:
         assert counts_markdown(plan) in f.read()
     env = {**os.environ, "SEEDS": "1 2", "RESULT_ROOT": "/nonexistent"}
