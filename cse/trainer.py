@@ -9,9 +9,11 @@ mixed precision and accelerate/DeepSpeed launching are the stock Trainer's.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
+import accelerate.optimizer
 import torch
 from accelerate.utils import AutocastKwargs, broadcast_object_list
 from safetensors.torch import load_file
@@ -84,6 +86,17 @@ def term_gradients(terms: dict[str, torch.Tensor], parameters: list[torch.Tensor
     return stats
 
 
+def ask_for_lomo_once() -> None:
+    """Ask once per process whether the LOMO optimizers' package is installed. accelerate's optimizer
+    wrapper asks at every optimizer step, twice (``accelerate.optimizer.is_lomo_available``: an
+    ``importlib`` search of ``sys.path``, about half a millisecond of a step on a CPU, more than the
+    rest of the Trainer's own work); a package does not appear while a process trains, so the first
+    answer is kept. Where accelerate no longer asks so, nothing is changed."""
+    ask = getattr(accelerate.optimizer, "is_lomo_available", None)
+    if callable(ask) and not hasattr(ask, "cache_info"):
+        accelerate.optimizer.is_lomo_available = functools.cache(ask)
+
+
 class CSETrainer(Trainer):
     """The Trainer of a list of parts (:mod:`cse.parts`): each step runs their step program
     (:meth:`step_terms`), each optimizer step their :meth:`~cse.parts.Part.after_step`, each
@@ -114,6 +127,7 @@ class CSETrainer(Trainer):
         if eval_dataset is None:
             eval_dataset = SentEvalSuite("sts", "dev", senteval_data_dir)
         super().__init__(*args, eval_dataset=eval_dataset, **kwargs)
+        ask_for_lomo_once()
         self.loss_fn = loss
         self.parts = list(parts)
         self.corpus_statistics = corpus_statistics

@@ -380,3 +380,24 @@ def test_encode_caches_its_batches_and_keeps_input_order(backbones):
         alone = model.encode([sentence], batch_size=1)[0]
         torch.testing.assert_close(vector, alone, rtol=1e-5, atol=1e-5)
     assert math.isclose(first[1].norm().item(), first[3].norm().item(), rel_tol=1e-6)
+
+
+@pytest.mark.e2e
+def test_accelerate_asks_whether_lomo_is_installed_once_not_at_every_step(backbones, tmp_path, monkeypatch):
+    """accelerate's optimizer wrapper asks importlib twice an optimizer step whether lomo_optim is
+    installed (half a millisecond of a CPU step): CSETrainer has it asked once, with the same answer."""
+    import accelerate.optimizer
+    import accelerate.utils.imports
+
+    searched = []
+    find_spec = importlib.util.find_spec
+
+    def counting_find_spec(name, *args, **kwargs):
+        searched.append(name)
+        return find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", counting_find_spec)
+    train("simcse", backbones, tmp_path / "run", monkeypatch, "--use_cpu", "true", max_steps=4)
+    # once as accelerate prepares the optimizer, once by its wrapper: 1 + 2 per step (9 here) when asked at every step
+    assert searched.count("lomo_optim") <= 2
+    assert accelerate.optimizer.is_lomo_available() == accelerate.utils.imports.is_lomo_available()
