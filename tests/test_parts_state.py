@@ -134,8 +134,15 @@ def weight_digests(out):
 
 
 def run(script, argv, monkeypatch):
+    """``script``'s run of ``argv`` in this process, on one thread, as the fixture was recorded
+    (OMP_NUM_THREADS=1: another thread count sums in another order, and rounds otherwise)."""
     monkeypatch.setenv("CSE_DATA_DIR", DATA)
-    __import__(script).main(argv)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        __import__(script).main(argv)
+    finally:
+        torch.set_num_threads(threads)
 
 
 @pytest.mark.e2e
