@@ -100,14 +100,22 @@ class ESimCSEArguments:
 
     def __post_init__(self):
         check_fields(self)
+        # set by the user, not filled by the variant below
+        start_given = self.momentum_start is not None
         if self.variant in VARIANT_DEFAULTS:
             repetition, cap, start = VARIANT_DEFAULTS[self.variant]
             self.repetition = repetition if self.repetition is None else self.repetition
             self.cap_repetition = cap if self.cap_repetition is None else self.cap_repetition
             self.momentum_start = start if self.momentum_start is None else self.momentum_start
         check_choices(self)
-        if self.queue_size == 0 and self.momentum != 0.995:
-            raise ValueError("--momentum set, but --queue_size 0 leaves no momentum encoder for it to act on")
+        if self.queue_size == 0:
+            given = [
+                flag
+                for flag, set_ in (("--momentum", self.momentum != 0.995), ("--momentum_start", start_given))
+                if set_
+            ]
+            if given:
+                raise ValueError(f"{given[0]} set, but --queue_size 0 leaves no momentum encoder for it to act on")
 
 
 class ESimCSE(RepeatedViews, Part):
