@@ -348,9 +348,11 @@ def saved_state():
         ({"queue": torch.zeros(6)}, r"queue has the shape \(6,\), not \(rows, 2\)"),
         # no queue: the run would go on from an empty queue, not the uninterrupted run's
         ({"queue": None}, "holds a momentum encoder but no queue"),
+        # a key no version writes: a state this part would otherwise load in part
+        ({"bogus": torch.zeros(1)}, r"holds keys this version does not write \(bogus\)"),
     ],
 )
-def test_a_saved_state_of_other_shapes_or_without_its_queue_is_refused_and_nothing_is_loaded(change, message):
+def test_a_saved_state_of_other_shapes_or_keys_or_without_its_queue_is_refused_and_nothing_is_loaded(change, message):
     state = saved_state()
     for key, value in change.items():
         if value is None:

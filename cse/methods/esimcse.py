@@ -285,13 +285,19 @@ class ESimCSE(RepeatedViews, Part):
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Restore :meth:`state_dict`'s tensors into this part (on its device); a state of another
         backbone (weights of other names or shapes, queue rows of another width), one without its
-        queue, or a queue longer than ``--queue_size``, is refused."""
+        queue or with keys it does not write, or a queue longer than ``--queue_size``, is refused."""
         if self.queue_loss is None:
             return
         names = {name.removeprefix("momentum.") for name in state if name.startswith("momentum.")}
         if not names:
             raise CSEUsageError(
                 "the checkpoint holds no ESimCSE queue and momentum encoder, so resuming would restart them",
+                hint="resume from a checkpoint of an ESimCSE run",
+            )
+        unknown = sorted(name for name in state if name != "queue" and not name.startswith("momentum."))
+        if unknown:
+            raise CSEUsageError(
+                f"the saved ESimCSE state holds keys this version does not write ({', '.join(unknown)})",
                 hint="resume from a checkpoint of an ESimCSE run",
             )
         if names != set(self.momentum):
