@@ -114,8 +114,13 @@ def compare_with_paper(
     """Our scores (floats, or ``(mean, std)`` over seeds), the paper's row and the difference (ours, or
     our mean, - paper), as one markdown table under a line citing the source."""
     paper = load_paper_results(path)[paper_row_id]
-    columns = [c for c in paper["scores"] if c in ours]
-    diff = {c: MISSING if ours[c] == MISSING else mean_value(ours[c]) - paper["scores"][c] for c in columns}
+    # the runs' MTEB average (--mteb) last, a column the papers do not report
+    columns = [c for c in paper["scores"] if c in ours] + [c for c in ours if c == MTEB_COLUMN]
+    diff = {
+        c: MISSING if ours[c] == MISSING else mean_value(ours[c]) - paper["scores"][c]
+        for c in columns
+        if c in paper["scores"]
+    }
     label = f"paper, {paper['table']}: {paper['model']}"
     table = markdown_table({name: ours, label: paper["scores"], "difference": diff}, columns)
     return f"Paper: {paper['paper']}\n\n{table}"
@@ -248,13 +253,21 @@ def runs_tables(
 MTEB_TITLE = "MTEB (main score x 100; its SICK-R scores all 9,927 SICK pairs, SentEval's the 4,927 test pairs)"
 
 
+def mteb_runs(paths: Sequence[str], missing_ok: bool = False) -> dict[str, list[dict]]:
+    """:func:`collect_runs` of the MTEB results (:data:`MTEB_RESULTS_NAME`) of the runs ``paths`` name
+    (run directories, or result JSONs whose folder is the run)."""
+    run_dirs = dict.fromkeys(p if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in paths)
+    return collect_runs([os.path.join(d, MTEB_RESULTS_NAME) for d in run_dirs], missing_ok=missing_ok)
+
+
 def mteb_table(paths: Sequence[str], missing_ok: bool = False, names: Sequence[str] | None = None) -> str:
     """The MTEB scores of the runs ``paths`` name (run directories, or result JSONs whose folder is
     the run), from each run's :data:`MTEB_RESULTS_NAME`: one row per group of seeds (mean ± std), a group
     with a run lacking them ``missing`` (with ``missing_ok``; else refused). ``names`` rename the groups."""
-    run_dirs = dict.fromkeys(p if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in paths)
-    groups = collect_runs([os.path.join(d, MTEB_RESULTS_NAME) for d in run_dirs], missing_ok=missing_ok)
+    groups = mteb_runs(paths, missing_ok)
     if names is not None:
+        if len(names) != len(groups):
+            raise CSEUsageError(f"{len(groups)} group(s) of runs but {len(names)} --name(s)")
         groups = dict(zip(names, groups.values()))
     rows, columns = {}, None
     for group, seeds in groups.items():
@@ -351,10 +364,13 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.mteb and (args.environment or args.difference):
         parser.error("--mteb adds the runs' MTEB table to a result table: no --environment or --difference")
+    # made first, so that a run without its MTEB results is refused before any table is printed;
+    # its rows named as the result table's where that has one row per group (--runs, --paper_row)
+    names = args.name if args.runs or args.paper_row else None
+    mteb = mteb_table(args.result_json, missing_ok=args.missing == "mark", names=names) if args.mteb else None
     print_tables(parser, args)
-    if args.mteb:
-        names = args.name if args.runs and args.name is not None else None
-        print(f"\n{mteb_table(args.result_json, missing_ok=args.missing == 'mark', names=names)}")
+    if mteb is not None:
+        print(f"\n{mteb}")
 
 
 def print_tables(parser: argparse.ArgumentParser, args) -> None:
@@ -396,12 +412,15 @@ def print_tables(parser: argparse.ArgumentParser, args) -> None:
         if args.name is not None and len(args.name) != 1:
             parser.error("--paper_row makes one row: give one --name")
         if len(present) < len(scores):  # never a mean over the seeds that are there
-            columns = load_paper_results()[args.paper_row[0]]["scores"]
+            columns = [*load_paper_results()[args.paper_row[0]]["scores"], *([MTEB_COLUMN] if args.mteb else [])]
             name = f"{args.name[0] if args.name else 'ours'} ({absent})"
             print(compare_with_paper({c: MISSING for c in columns}, args.paper_row[0], name=name))
             return
         name = args.name[0] if args.name else "ours" if len(scores) == 1 else f"ours ({len(scores)} seeds)"
-        print(compare_with_paper(aggregate_seeds(scores), args.paper_row[0], name=name))
+        ours = aggregate_seeds(scores)
+        if args.mteb:  # the JSONs are the seeds of one row: their runs' MTEB average beside it
+            ours = _with_mteb(ours, [seed for seeds in mteb_runs(args.result_json, mark).values() for seed in seeds])
+        print(compare_with_paper(ours, args.paper_row[0], name=name))
         return
     if args.name is not None and len(args.name) != len(args.result_json):
         parser.error(f"{len(args.result_json)} result JSON(s) but {len(args.name)} --name(s)")

@@ -115,6 +115,7 @@ def part_with(**flags):
     part = ESimCSE(ESimCSEArguments(**flags), SimpleNamespace(temp=0.05))
     part.loss(None, None, frozenset())
     part.seed = 42
+    part.width = 2  # what setup reads from the model: the queue rows' width
     return part
 
 
@@ -329,6 +330,41 @@ def test_state_dict_round_trips_and_refuses_another_backbone():
     small.momentum = {"a": torch.zeros(2), "b": torch.ones(3)}
     with pytest.raises(CSEUsageError, match="more than --queue_size 2"):
         small.load_state_dict(state)
+
+
+def saved_state():
+    """A checkpoint's ESimCSE state: weights ``a`` (2) and ``b`` (3), three queue rows of width 2."""
+    return {"momentum.a": torch.ones(2), "momentum.b": torch.zeros(3), "queue": torch.arange(6.0).view(3, 2)}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        # a weight of another shape: copy_ would broadcast a (1,) tensor into every element silently
+        ({"momentum.a": torch.ones(1)}, r"momentum encoder's a has the shape \(1,\), this run's \(2,\)"),
+        ({"momentum.b": torch.zeros(4)}, r"momentum encoder's b has the shape \(4,\), this run's \(3,\)"),
+        # queue rows of another width: the first step's matmul would stop the run with a traceback
+        ({"queue": torch.zeros(3, 7)}, r"queue has the shape \(3, 7\), not \(rows, 2\)"),
+        ({"queue": torch.zeros(6)}, r"queue has the shape \(6,\), not \(rows, 2\)"),
+        # no queue: the run would go on from an empty queue, not the uninterrupted run's
+        ({"queue": None}, "holds a momentum encoder but no queue"),
+        # a key no version writes: a state this part would otherwise load in part
+        ({"bogus": torch.zeros(1)}, r"holds keys this version does not write \(bogus\)"),
+    ],
+)
+def test_a_saved_state_of_other_shapes_or_keys_or_without_its_queue_is_refused_and_nothing_is_loaded(change, message):
+    state = saved_state()
+    for key, value in change.items():
+        if value is None:
+            del state[key]
+        else:
+            state[key] = value
+    part = part_with(queue_size=4)
+    part.momentum = {"a": torch.full((2,), 5.0), "b": torch.full((3,), 5.0)}
+    with pytest.raises(CSEUsageError, match=message) as refused:
+        part.load_state_dict(state)
+    assert refused.value.hint
+    assert torch.equal(part.momentum["a"], torch.full((2,), 5.0)) and part.queue_loss.queue is None
 
 
 # --- end to end -------------------------------------------------------------------------------------

@@ -98,6 +98,11 @@ OUT_OF_RANGE = [
     ("esimcse", "--queue_size -1", "--queue_size must be a whole number >= 0, got -1"),
     ("esimcse", "--momentum 1.2", "--momentum must lie in [0, 1], got 1.2"),
     ("esimcse", "--queue_size 0 --momentum 0.9", "--momentum set, but --queue_size 0 leaves no momentum encoder"),
+    (
+        "esimcse",
+        "--queue_size 0 --momentum_start pretrained",
+        "--momentum_start set, but --queue_size 0 leaves no momentum encoder",
+    ),
     ("mixcse", "--mix_lambda 1", "--mix_lambda must lie in [0, 1), got 1"),
     ("mixcse", "--mix_lambda -0.2", "--mix_lambda must lie in [0, 1), got -0.2"),
     ("sarcse", "--alpha 0", "--alpha must be > 0, got 0"),

@@ -123,3 +123,30 @@ def test_mteb_prints_the_runs_mteb_table_beside_the_sentEval_one(tmp_path, capsy
     # the JSONs of a table are their runs too
     results.main([f"{runs[0]}/sts_test_results.json", "--mteb"])
     assert "| a | 71.00 | 73.00 | 72.00 |" in capsys.readouterr().out
+
+
+def test_mteb_beside_a_paper_row_as_the_table_scripts_print_it(tmp_path, capsys):
+    """The table scripts' form (result JSONs, one --paper_row, one --name) with --mteb: the STS table
+    gains the runs' MTEB average (the mean over the seeds, by hand: (71 + 73) / 2), '-' in the paper's
+    and the difference's rows; the MTEB table's row carries the --name; a run without MTEB results
+    is refused before any table is printed."""
+    jsons = []
+    for seed, mteb in ((1, 71.0), (2, 73.0)):
+        folder = tmp_path / f"esim-seed{seed}"
+        folder.mkdir()
+        (folder / "sts_test_results.json").write_text(json.dumps({"scores": {"STS12": 60.0, "Avg.": 60.0}}))
+        scores = {"STS12": mteb, "Avg.": mteb}
+        (folder / "mteb_test_results.json").write_text(json.dumps({"scores": scores, "score_groups": {"mteb": scores}}))
+        jsons.append(str(folder / "sts_test_results.json"))
+    argv = [*jsons, "--paper_row", "esimcse_bert_base", "--name", "ours, BERT-base", "--mteb"]
+    results.main(argv)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "| Model | STS12 | Avg. | MTEB Avg. |"
+    assert lines[4] == "| ours, BERT-base | 60.00 ± 0.00 | 60.00 ± 0.00 | 72.00 ± 1.41 |"
+    assert lines[5].startswith("| paper, ") and lines[5].endswith("| 73.40 | 78.27 | - |")
+    assert lines[6] == "| difference | -13.40 | -18.27 | - |"
+    assert "| ours, BERT-base (2 seeds) | 72.00 ± 1.41 | 72.00 ± 1.41 |" in lines
+    (tmp_path / "esim-seed2" / "mteb_test_results.json").unlink()
+    with pytest.raises(results.CSEUsageError, match="mteb_test_results.json"):
+        results.main(argv)
+    assert capsys.readouterr().out == ""

@@ -100,14 +100,22 @@ class ESimCSEArguments:
 
     def __post_init__(self):
         check_fields(self)
+        # set by the user, not filled by the variant below
+        start_given = self.momentum_start is not None
         if self.variant in VARIANT_DEFAULTS:
             repetition, cap, start = VARIANT_DEFAULTS[self.variant]
             self.repetition = repetition if self.repetition is None else self.repetition
             self.cap_repetition = cap if self.cap_repetition is None else self.cap_repetition
             self.momentum_start = start if self.momentum_start is None else self.momentum_start
         check_choices(self)
-        if self.queue_size == 0 and self.momentum != 0.995:
-            raise ValueError("--momentum set, but --queue_size 0 leaves no momentum encoder for it to act on")
+        if self.queue_size == 0:
+            given = [
+                flag
+                for flag, set_ in (("--momentum", self.momentum != 0.995), ("--momentum_start", start_given))
+                if set_
+            ]
+            if given:
+                raise ValueError(f"{given[0]} set, but --queue_size 0 leaves no momentum encoder for it to act on")
 
 
 class ESimCSE(RepeatedViews, Part):
@@ -154,6 +162,7 @@ class ESimCSE(RepeatedViews, Part):
         self.queue_loss: ESimCSELoss | None = None  # the loss that reads the queue (loss)
         self.momentum: dict[str, torch.Tensor] | None = None  # theta_m by the backbone's weight names
         self._pairs = None  # ([theta_m], [theta]) in the same order, built once
+        self.width: int | None = None  # the model's embedding size, the queue rows' (setup)
 
     # --- the build (prepare_run, wrap: RepeatedViews') ----------------------------------------------
 
@@ -187,6 +196,7 @@ class ESimCSE(RepeatedViews, Part):
         self.seed = trainer.args.seed
         if self.queue_loss is None:
             return
+        self.width = trainer.model.embedding_size
         trainer.refuse_sharding(
             "ESimCSE", "the momentum update reads and writes the backbone's whole weights outside the optimizer"
         )
@@ -274,7 +284,8 @@ class ESimCSE(RepeatedViews, Part):
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Restore :meth:`state_dict`'s tensors into this part (on its device); a state of another
-        backbone, or a queue longer than ``--queue_size``, is refused."""
+        backbone (weights of other names or shapes, queue rows of another width), one without its
+        queue or with keys it does not write, or a queue longer than ``--queue_size``, is refused."""
         if self.queue_loss is None:
             return
         names = {name.removeprefix("momentum.") for name in state if name.startswith("momentum.")}
@@ -283,14 +294,40 @@ class ESimCSE(RepeatedViews, Part):
                 "the checkpoint holds no ESimCSE queue and momentum encoder, so resuming would restart them",
                 hint="resume from a checkpoint of an ESimCSE run",
             )
+        unknown = sorted(name for name in state if name != "queue" and not name.startswith("momentum."))
+        if unknown:
+            raise CSEUsageError(
+                f"the saved ESimCSE state holds keys this version does not write ({', '.join(unknown)})",
+                hint="resume from a checkpoint of an ESimCSE run",
+            )
         if names != set(self.momentum):
             raise CSEUsageError(
                 "the saved ESimCSE state holds the momentum encoder of another backbone "
                 f"({len(names)} weights, this run's {len(self.momentum)})",
                 hint="resume with the checkpoint's --model_name_or_path",
             )
+        shapes = [name for name, t in self.momentum.items() if state[f"momentum.{name}"].shape != t.shape]
+        if shapes:
+            raise CSEUsageError(
+                f"the saved ESimCSE momentum encoder's {shapes[0]} has the shape "
+                f"{tuple(state['momentum.' + shapes[0]].shape)}, this run's {tuple(self.momentum[shapes[0]].shape)}",
+                hint="resume with the checkpoint's --model_name_or_path",
+            )
+        # every step enqueues, so a checkpoint, written after one, holds a queue: without it the run
+        # would go on from an empty queue, not the one it had
         queue = state.get("queue")
-        if queue is not None and queue.shape[0] > self.args.queue_size:
+        if queue is None:
+            raise CSEUsageError(
+                "the checkpoint's ESimCSE state holds a momentum encoder but no queue",
+                hint="resume from a complete checkpoint of this run, or start the run anew",
+            )
+        if queue.dim() != 2 or queue.shape[1] != self.width:
+            raise CSEUsageError(
+                f"the saved ESimCSE queue has the shape {tuple(queue.shape)}, not (rows, {self.width}) "
+                "as this model's embeddings",
+                hint="resume with the checkpoint's --model_name_or_path",
+            )
+        if queue.shape[0] > self.args.queue_size:
             raise CSEUsageError(
                 f"the saved ESimCSE queue holds {queue.shape[0]} rows, more than --queue_size {self.args.queue_size}",
                 hint="resume with the checkpoint's --queue_size",
@@ -299,7 +336,7 @@ class ESimCSE(RepeatedViews, Part):
             for name, t in self.momentum.items():
                 t.copy_(state[f"momentum.{name}"])
         device = next(iter(self.momentum.values())).device
-        self.queue_loss.queue = None if queue is None else queue.to(device)
+        self.queue_loss.queue = queue.to(device)
 
 
 RECORD = register(
