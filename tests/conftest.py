@@ -196,6 +196,38 @@ def minilm():
 
 
 @pytest.fixture(scope="session")
+def minilm_both(minilm, tmp_path_factory):
+    """``senteval_eval.py --protocol both`` on all-MiniLM-L6-v2's STS test sets, run once for the two
+    modules that read it (SentEval's seven sets, then mteb's seven tasks: 47,700 encodings): the
+    report, the model's copy (with a card of this package, which the evaluation adds its scores to),
+    the folder of the result JSON (``r.json``) and of mteb's results (``mteb/``), and what it printed."""
+    import io
+
+    import senteval_eval
+
+    out = tmp_path_factory.mktemp("minilm_both")
+    model_dir = out / "minilm"
+    model_dir.mkdir()
+    for name in os.listdir(minilm):
+        if os.path.isfile(os.path.join(minilm, name)) and name != "README.md":
+            os.symlink(os.path.join(minilm, name), model_dir / name)
+    (model_dir / "README.md").write_text("---\ntags:\n- cse\nlicense: apache-2.0\n---\n\n# card\n")
+    argv = ["--model_name_or_path", str(model_dir), "--pooler", "avg", "--protocol", "both"]
+    argv += [
+        "--senteval_data_dir",
+        SENTEVAL,
+        "--mteb_output_dir",
+        str(out / "mteb"),
+        "--output_json",
+        str(out / "r.json"),
+    ]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        report = senteval_eval.main(argv)
+    return report, model_dir, out, printed.getvalue()
+
+
+@pytest.fixture(scope="session")
 def dev_head(tmp_path_factory):
     """SentEval data with the dev sets alone, each cut to its first 100 pairs: a real final
     evaluation (and model selection) that takes a fraction of a second on a tiny encoder."""

@@ -1,16 +1,15 @@
 """``senteval_eval.py --protocol both`` on a real trained encoder, all-MiniLM-L6-v2 (the PyPI package),
-offline: mteb's STS tasks built from the SentEval files give the model's published MTEB scores and
-our SentEval "all" figures; SICK-R differs by what is scored, and our evaluator on the pairs MTEB
-scores gives MTEB's figure."""
+offline (``conftest.minilm_both``, run once with tests/test_senteval_minilm.py): mteb's STS tasks
+built from the SentEval files give the model's published MTEB scores and our SentEval "all"
+figures; SICK-R differs by what is scored, and our evaluator on the pairs MTEB scores gives MTEB's
+figure."""
 
 import json
-import os
 
 import mteb
 import pytest
 import yaml
 
-import senteval_eval
 from cse.evaluation.mteb_protocol import local_pairs
 from cse.evaluation.sts import score_sts_task
 from cse.modeling import load_model
@@ -26,37 +25,8 @@ SENTEVAL_COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B")
 PUBLISHED_SICK_R = 77.58
 
 
-@pytest.fixture(scope="module")
-def both(minilm, tmp_path_factory):
-    """The report of --protocol both, printed output and paths, on a copy of the model with a cse card."""
-    out = tmp_path_factory.mktemp("mteb")
-    model_dir = out / "minilm"
-    model_dir.mkdir()
-    for name in os.listdir(minilm):
-        if os.path.isfile(os.path.join(minilm, name)) and name != "README.md":
-            os.symlink(os.path.join(minilm, name), model_dir / name)
-    (model_dir / "README.md").write_text("---\ntags:\n- cse\nlicense: apache-2.0\n---\n\n# card\n")
-    report = senteval_eval.main(
-        [
-            "--model_name_or_path",
-            str(model_dir),
-            "--pooler",
-            "avg",
-            "--protocol",
-            "both",
-            "--senteval_data_dir",
-            SENTEVAL,
-            "--mteb_output_dir",
-            str(out / "mteb"),
-            "--output_json",
-            str(out / "r.json"),
-        ]
-    )
-    return report, model_dir, out
-
-
-def test_offline_mteb_sts_equals_senteval_all_and_the_published_scores(both, capsys):
-    report, _, out = both
+def test_offline_mteb_sts_equals_senteval_all_and_the_published_scores(minilm_both):
+    report, _, out, _ = minilm_both
     ours, theirs = report["scores"], report["mteb"]["scores"]
     for column in SENTEVAL_COLUMNS:
         assert theirs[column] == pytest.approx(ours[column], abs=0.01), column
@@ -70,8 +40,8 @@ def test_offline_mteb_sts_equals_senteval_all_and_the_published_scores(both, cap
     assert saved["score_groups"]["mteb"] == pytest.approx(theirs)
 
 
-def test_mteb_sick_r_is_our_evaluator_on_all_9927_pairs(both, minilm):
-    report = both[0]
+def test_mteb_sick_r_is_our_evaluator_on_all_9927_pairs(minilm_both, minilm):
+    report = minilm_both[0]
     pairs = local_pairs("SICK-R", SENTEVAL)
     assert len(pairs.scores) == 9927  # 4,500 train + 500 trial + 4,927 test
     model = load_model(minilm, pooler_type="avg")
@@ -81,8 +51,8 @@ def test_mteb_sick_r_is_our_evaluator_on_all_9927_pairs(both, minilm):
     assert report["mteb"]["scores"]["SICK-R"] == pytest.approx(ours_on_all, abs=0.01)
 
 
-def test_results_load_with_mteb_and_reach_the_model_card(both):
-    report, model_dir, out = both
+def test_results_load_with_mteb_and_reach_the_model_card(minilm_both):
+    report, model_dir, out, _ = minilm_both
     loaded = mteb.ResultCache(str(out / "mteb")).load_results()
     (model,) = loaded.model_results
     assert model.model_name == "cse/minilm"

@@ -10,7 +10,6 @@ import json
 import pytest
 from transformers import AutoModel, AutoTokenizer
 
-import senteval_eval
 from cse.evaluation import STS_DEV_TASKS, STS_TASKS, SentEvalSuite
 from cse.modeling import CSEModel
 from cse.pooling import POOLERS
@@ -53,30 +52,15 @@ def reference(minilm):
     return of
 
 
-def test_cli_reproduces_published_mteb_scores(minilm, tmp_path, capsys, ours):
-    report = senteval_eval.main(
-        [
-            "--model_name_or_path",
-            minilm,
-            "--pooler",
-            "avg",
-            "--mode",
-            "test",
-            "--task_set",
-            "sts",
-            "--senteval_data_dir",
-            SENTEVAL,
-            "--output_json",
-            str(tmp_path / "r.json"),
-        ]
-    )
+def test_cli_reproduces_published_mteb_scores(minilm_both, ours):
+    """senteval_eval.py (``conftest.minilm_both``: its SentEval half is this protocol's whole run)."""
+    report, _, out, printed = minilm_both
     ours["avg", "test"] = report["scores"]
-    printed = capsys.readouterr().out
     assert "| Model | STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. |" in printed
     for column, published in MINILM_MTEB.items():
         assert report["scores"][column] == pytest.approx(published, abs=0.01), column
         assert f"{published:.2f}" in printed
-    with open(tmp_path / "r.json") as f:
+    with open(out / "r.json") as f:
         saved = json.load(f)
     assert saved["scores"] == pytest.approx(report["scores"])
     assert saved["tasks"]["STS12"]["n"] == 3108 and saved["tasks"]["STS16"]["n"] == 1186
