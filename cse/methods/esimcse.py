@@ -276,11 +276,12 @@ class ESimCSE(RepeatedViews, Part):
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The part's resumable state: the momentum encoder's weights (``momentum.<name>``) and the
-        queue (``queue``, once a batch has been enqueued), contiguous, on the CPU."""
+        queue (``queue``, once a batch has been enqueued); the tensors themselves (the trainer copies
+        them to the CPU when it saves them)."""
         state = {f"momentum.{name}": t for name, t in (self.momentum or {}).items()}
         if self.queue_loss is not None and self.queue_loss.queue is not None:
             state["queue"] = self.queue_loss.queue
-        return {name: t.detach().contiguous().cpu() for name, t in state.items()}
+        return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Restore :meth:`state_dict`'s tensors into this part (on its device); a state of another
