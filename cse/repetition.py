@@ -67,12 +67,14 @@ def first_views(batch: dict[str, torch.Tensor]) -> list[list[int]]:
     return [row[row_mask.bool()].tolist() for row, row_mask in zip(ids[:, 0], mask[:, 0])]
 
 
-def with_second_views(batch: dict[str, torch.Tensor], second: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """The batch with each sentence's first view kept and its second view ``second[i]``; every view
-    padded (right, ``pad_id``) to the longest, at least the batch's own length, so that a batch of
-    static shapes keeps its shape; attention masks exactly the tokens, token types zero."""
+def with_second_views(
+    batch: dict[str, torch.Tensor], first: list[list[int]], second: list[list[int]], pad_id: int
+) -> dict[str, torch.Tensor]:
+    """The batch of each sentence's first view ``first[i]`` (:func:`first_views` of ``batch``) and its
+    second view ``second[i]``; every view padded (right, ``pad_id``) to the longest, at least the
+    batch's own length, so that a batch of static shapes keeps its shape; attention masks exactly the
+    tokens, token types zero."""
     ids, mask = batch["input_ids"], batch["attention_mask"]
-    first = first_views(batch)
     length = max(ids.shape[-1], *map(len, second))
     # one tensor from padded lists: a copy per view would cost more than the repetition itself
     rows = [[views[v] + [pad_id] * (length - len(views[v])) for v in (0, 1)] for views in zip(first, second)]
@@ -109,7 +111,8 @@ class RepeatedViews:
         """View 1 of each sentence with some of its tokens repeated (:meth:`repeat`); view 0 the
         sentence itself; every view padded to the new length (at least the batch's own, so that a
         batch of static shapes keeps its shape)."""
-        return with_second_views(batch, [self.repeat(tokens) for tokens in first_views(batch)], self.pad_id)
+        first = first_views(batch)
+        return with_second_views(batch, first, [self.repeat(tokens) for tokens in first], self.pad_id)
 
     def repeat(self, tokens: list[int]) -> list[int]:
         """``tokens`` (one sentence, special tokens included, no padding) with some written twice."""
