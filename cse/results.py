@@ -27,6 +27,11 @@ difference per column (second - first):
 
     python -m cse.results --difference result/base/sts_test_results.json result/simcse/sts_test_results.json
 
+``--published`` prints every method's published STS rows (each paper's main table and its ablations,
+each backbone) as one table, with its source, and names the methods whose rows are not recorded:
+
+    python -m cse.results --published
+
 ``--environment`` prints the software and hardware each JSON was produced with (its ``environment``
 block: result JSONs, ``run_args.json``, ``anli_results.json``, benchmark reports):
 
@@ -67,6 +72,25 @@ def load_paper_results(path: str = PAPER_RESULTS) -> dict:
         scores = dict(zip(columns, row["values"]))
         rows[row_id] = {**{k: v for k, v in row.items() if k not in ("columns", "values")}, "scores": scores}
     return rows
+
+
+def published_table(path: str = PAPER_RESULTS) -> str:
+    """Every full STS row of ``path`` (the papers' main tables and their ablations, each backbone) as one
+    markdown table with its source, then the methods whose rows are not recorded and why."""
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    papers = load_paper_results(path)
+    rows = {}
+    for row_id, row in data["rows"].items():
+        if row["columns"] == "sts":
+            # 'Li et al., "AdCSE: ...", DASFAA 2022' -> 'Li et al., DASFAA 2022, Table 1' (a venue is optional)
+            authors, venue = re.fullmatch(r'(.*?), ".*"(?:, (.*))?', row["paper"]).groups()
+            source = ", ".join(part for part in (authors, venue, row["table"]) if part)
+            rows[row["model"]] = {**papers[row_id]["scores"], "Source": source}
+    notes = "".join(f"\n- {method}: no row recorded; {why}" for method, why in data.get("unrecorded", {}).items())
+    title = "Published unsupervised STS results (test, Spearman x100), from cse/paper_results.yaml"
+    table = markdown_table(rows, [*data["column_sets"]["sts"], "Source"])
+    return f"{title}\n\n{table}\n" + (f"\nNot in the table:{notes}" if notes else "")
 
 
 def format_cell(value) -> str:
@@ -322,7 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print result JSONs of senteval_eval.py / run_*.py as one table, or one beside a paper row.",
         allow_abbrev=False,
     )
-    parser.add_argument("result_json", nargs="+", help="result JSONs (with --runs: run directories or JSONs)")
+    parser.add_argument("result_json", nargs="*", help="result JSONs (with --runs: run directories or JSONs)")
+    parser.add_argument(
+        "--published",
+        action="store_true",
+        help="print every method's published STS rows as one table (no result JSONs)",
+    )
     parser.add_argument(
         "--paper_row",
         nargs="+",
@@ -362,6 +391,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.published:
+        if args.result_json or args.paper_row or args.name or args.runs or args.environment or args.difference:
+            parser.error("--published prints the papers' rows alone: no result JSONs or other options")
+        print(published_table())
+        return
+    if not args.result_json:
+        parser.error("result JSONs are required (or --published for the papers' rows)")
     if args.mteb and (args.environment or args.difference):
         parser.error("--mteb adds the runs' MTEB table to a result table: no --environment or --difference")
     # made first, so that a run without its MTEB results is refused before any table is printed;

@@ -150,3 +150,32 @@ def test_mteb_beside_a_paper_row_as_the_table_scripts_print_it(tmp_path, capsys)
     with pytest.raises(results.CSEUsageError, match="mteb_test_results.json"):
         results.main(argv)
     assert capsys.readouterr().out == ""
+
+
+def test_published_prints_every_methods_sts_rows_in_one_table(capsys):
+    """``--published``: one table whose rows are the YAML's full STS rows with their source; every
+    method of the package has a row there or is named, with the reason, below the table."""
+    import yaml
+
+    from cse import registry
+
+    results.main(["--published"])
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line.startswith("| ")]
+    assert table[0] == "| Model | STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. | Source |"
+    # two rows typed from the papers (SimCSE Table 5, MixCSE Table 1), not from the YAML
+    simcse = "| Unsup-SimCSE-BERT-base | 68.40 | 82.41 | 74.38 | 80.91 | 78.56 | 76.85 | 72.23 | 76.25 |"
+    mixcse = "| MixCSE-BERT-base (mean of 5 runs) | 71.71 | 83.14 | 75.49 | 83.64 | 79.00 | 78.48 | 72.19 | 77.66 |"
+    assert f"{simcse} Gao, Yao and Chen, EMNLP 2021, Table 5 |" in table
+    assert f"{mixcse} Zhang et al., AAAI 2022, Table 1 |" in table
+    with open(results.PAPER_RESULTS, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    sts_rows = {row_id: row for row_id, row in data["rows"].items() if row["columns"] == "sts"}
+    assert len(table) == 1 + len(sts_rows)  # the header, then a row each
+    for record in registry.records():
+        has_row = any(row_id.startswith(f"{record.name}_") for row_id in sts_rows)
+        named = f"- {record.display_name}: no row recorded; " in out
+        assert has_row != named, record.name  # one or the other, never both
+    with pytest.raises(SystemExit) as refused:
+        results.main(["--published", "r.json"])
+    assert refused.value.code == 2
