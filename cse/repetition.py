@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import random
 import struct
+from itertools import chain
 
 import torch
 
@@ -63,8 +64,10 @@ def repeat_some(tokens: list[int], real: list[int], choices: int, room: int | No
 
 def first_views(batch: dict[str, torch.Tensor]) -> list[list[int]]:
     """Each sentence's first view, its tokens without padding."""
-    ids, mask = batch["input_ids"], batch["attention_mask"]
-    return [row[row_mask.bool()].tolist() for row, row_mask in zip(ids[:, 0], mask[:, 0])]
+    mask = batch["attention_mask"][:, 0].bool()
+    # two copies out of torch for the whole batch, not one per sentence
+    flat, ends = batch["input_ids"][:, 0][mask].tolist(), mask.sum(1).cumsum(0).tolist()
+    return [flat[start:end] for start, end in zip([0, *ends], ends)]
 
 
 def with_second_views(
@@ -75,13 +78,16 @@ def with_second_views(
     batch's own length, so that a batch of static shapes keeps its shape; attention masks exactly the
     tokens, token types zero."""
     ids, mask = batch["input_ids"], batch["attention_mask"]
-    length = max(ids.shape[-1], *map(len, second))
-    # one tensor from padded lists: a copy per view would cost more than the repetition itself
-    rows = [[views[v] + [pad_id] * (length - len(views[v])) for v in (0, 1)] for views in zip(first, second)]
-    masks = [[[1] * len(views[v]) + [0] * (length - len(views[v])) for v in (0, 1)] for views in zip(first, second)]
-    out_ids = torch.tensor(rows, dtype=ids.dtype)
-    out_mask = torch.tensor(masks, dtype=mask.dtype)
-    out = {"input_ids": out_ids, "attention_mask": out_mask}
+    lengths = torch.tensor([[len(a), len(b)] for a, b in zip(first, second)])
+    length = max(ids.shape[-1], int(lengths[:, 1].max()))
+    out_mask = torch.arange(length) < lengths[..., None]
+    out_ids = torch.full(out_mask.shape, pad_id, dtype=ids.dtype)
+    # the tokens in the mask's row-major order, sentence by sentence, view 0 then view 1: one copy into
+    # torch for the batch (a tensor per view would cost more than the repetition itself)
+    out_ids[out_mask] = torch.tensor(
+        list(chain.from_iterable(chain.from_iterable(zip(first, second)))), dtype=ids.dtype
+    )
+    out = {"input_ids": out_ids, "attention_mask": out_mask.to(mask.dtype)}
     if "token_type_ids" in batch:
         out["token_type_ids"] = torch.zeros_like(out_ids)
     return out

@@ -5,6 +5,7 @@ holds, and ``run_esimcse.py`` end to end, alone and with MixCSE."""
 
 import math
 import os
+import random
 import subprocess
 from types import SimpleNamespace
 
@@ -295,6 +296,36 @@ def test_views_change_view_1_only(tokenizer):
             assert second.count(tokenizer.cls_token_id) == 1 and second.count(tokenizer.sep_token_id) == 1
             changed += second != first
     assert changed > 0
+
+
+def test_remade_batches_equal_a_sentence_by_sentence_padding():
+    """The views' batch against padding written out per sentence and view: each view's tokens, then
+    ``pad_id`` to the longest view (at least the batch's length); the mask exactly the tokens."""
+    from cse.repetition import first_views, with_second_views
+
+    rng = random.Random(0)
+    for trial in range(50):
+        size, length = rng.randint(1, 6), rng.randint(3, 12)
+        lengths = [rng.randint(2, length) for _ in range(size)]
+        sentences = [[rng.randint(1000, 2000) for _ in range(n)] for n in lengths]
+        ids = [[s + [0] * (length - len(s))] * 2 for s in sentences]
+        mask = [[[1] * len(s) + [0] * (length - len(s))] * 2 for s in sentences]
+        batch = {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
+        if trial % 2:
+            batch["token_type_ids"] = torch.ones_like(batch["input_ids"])
+        assert first_views(batch) == sentences
+        second = [s + [7] * rng.randint(0, 4) for s in sentences]
+        out = with_second_views(batch, sentences, second, pad_id=5)
+        width = max(length, *map(len, second))
+        expected = [[v + [5] * (width - len(v)) for v in pair] for pair in zip(sentences, second)]
+        assert out["input_ids"].tolist() == expected
+        assert out["attention_mask"].tolist() == [
+            [[1] * len(v) + [0] * (width - len(v)) for v in p] for p in zip(sentences, second)
+        ]
+        assert out["input_ids"].dtype == out["attention_mask"].dtype == torch.int64
+        assert ("token_type_ids" in out) == bool(trial % 2)
+        if trial % 2:
+            assert not out["token_type_ids"].any()
 
 
 # --- flags, state -----------------------------------------------------------------------------------
