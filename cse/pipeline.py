@@ -30,6 +30,7 @@ from .resume import (
     check_best_model_loaded,
     check_checkpoint_matches,
     find_checkpoint,
+    refuse_output_dir,
     training_ended,
 )
 from .run import Run
@@ -75,12 +76,17 @@ def train(run: Run, callbacks=()):
     check_precision(training_args)  # before a part writes into the output directory
     if training_args.cuda_graphs:
         graph_lengths(run.data_args.max_seq_length, training_args.cuda_graph_lengths)  # refused before any work
-    # What a part writes before the checks (SG-BERT's corpus) is removed again when one refuses the run.
-    with refusal_leaves_nothing(training_args):
+    # What a part writes before the checks (SG-BERT's corpus) is removed again when one refuses the run;
+    # the run holds its output directory from before the model is read (another run in it is refused at once).
+    with refusal_leaves_nothing(training_args), output_dir_lock(training_args):
         callbacks = [
             *callbacks,
             *(callback for part in run.parts for callback in part.prepare_run(run.data_args, training_args)),
         ]
+        if training_args.resume_from_checkpoint is None:
+            # a finished run, or an interrupted one with other settings, refused before the model and
+            # the corpus are read (the corpus' counts are compared once read: find_checkpoint)
+            refuse_output_dir(run, run.settings)
         set_seed(training_args.seed)
         model, loss = build(list(run.parts), run.model_args)
         return train_built(run, model, loss, callbacks)
@@ -127,10 +133,11 @@ def train_built(run: Run, model, loss, callbacks=()):
     A ``--resume_from_checkpoint`` saved by another model layout is refused first, before the corpus
     is read: the Trainer would load it non-strictly. What the run needs at its end is checked before
     it starts: the final evaluation's data (read now; the trainer reads the dev sets when it is
-    built). Then the run holds its output directory throughout (:func:`cse.reliability.output_dir_lock`),
-    is refused before it writes there when the file system has less free space than the run writes at
-    least (:func:`cse.reliability.check_free_space`), and writes nothing there before every check of
-    the directory and of the checkpoint it resumes from has passed (:func:`cse.resume.find_checkpoint`)."""
+    built). The run holds its output directory throughout (:func:`train` takes the lock,
+    :func:`cse.reliability.output_dir_lock`), is refused before it writes there when the file system
+    has less free space than the run writes at least (:func:`cse.reliability.check_free_space`), and
+    writes nothing there before every check of the directory and of the checkpoint it resumes from has
+    passed (:func:`cse.resume.find_checkpoint`)."""
     data_args, training_args = run.data_args, run.training_args
     check_sequence_length(data_args.max_seq_length, model)
     if training_args.resume_from_checkpoint:
@@ -150,32 +157,31 @@ def train_built(run: Run, model, loss, callbacks=()):
         else:
             check_checkpoint_matches(model, checkpoint)
 
-    with output_dir_lock(training_args):
-        trainer = build_trainer(run, model, loss, callbacks=list(callbacks))
-        check_free_space(model, training_args, run_steps(training_args, trainer.corpus_statistics.sentences))
-        checkpoint = find_checkpoint(
-            run, method_files=trainer.checkpoint_files(), corpus=trainer.corpus_statistics, check=check_found
+    trainer = build_trainer(run, model, loss, callbacks=list(callbacks))
+    check_free_space(model, training_args, run_steps(training_args, trainer.corpus_statistics.sentences))
+    checkpoint = find_checkpoint(
+        run, method_files=trainer.checkpoint_files(), corpus=trainer.corpus_statistics, check=check_found
+    )
+    # Every process has read the output directory before the main one writes the run's end into it:
+    # completing a run (below) takes no collective step before the final evaluation, so a process
+    # that started late could otherwise find the run already finished.
+    trainer.accelerator.wait_for_everyone()
+    # A checkpoint at the last step: training had ended when the run was stopped; the same command
+    # completes what comes after it (what an earlier attempt wrote whole is kept).
+    ended = checkpoint is not None and training_ended(checkpoint)
+    if ended:
+        trainer.restore_trained(checkpoint)
+    train_metrics = None if ended else trainer.train(resume_from_checkpoint=checkpoint).metrics
+    check_best_model_loaded(trainer)
+    finish_run(run, trainer, final_suite, train_metrics)
+    if training_args.push_to_hub and trainer.is_world_process_zero():
+        push_encoder(
+            run.output_dir,
+            trainer.hub_model_id,
+            token=training_args.hub_token,
+            revision=training_args.hub_revision,
         )
-        # Every process has read the output directory before the main one writes the run's end into it:
-        # completing a run (below) takes no collective step before the final evaluation, so a process
-        # that started late could otherwise find the run already finished.
-        trainer.accelerator.wait_for_everyone()
-        # A checkpoint at the last step: training had ended when the run was stopped; the same command
-        # completes what comes after it (what an earlier attempt wrote whole is kept).
-        ended = checkpoint is not None and training_ended(checkpoint)
-        if ended:
-            trainer.restore_trained(checkpoint)
-        train_metrics = None if ended else trainer.train(resume_from_checkpoint=checkpoint).metrics
-        check_best_model_loaded(trainer)
-        finish_run(run, trainer, final_suite, train_metrics)
-        if training_args.push_to_hub and trainer.is_world_process_zero():
-            push_encoder(
-                run.output_dir,
-                trainer.hub_model_id,
-                token=training_args.hub_token,
-                revision=training_args.hub_revision,
-            )
-        return trainer
+    return trainer
 
 
 def save_train_results(run: Run, trainer, metrics: dict | None) -> None:

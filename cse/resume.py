@@ -238,6 +238,43 @@ def saved_method(run_dir: str) -> str | None:
     return read_settings(os.path.join(run_dir, RUN_ARGS_NAME)).get("run", {}).get("method")
 
 
+def refuse_output_dir(run: Run, current: dict, method_files=()) -> None:
+    """Refuse the output directory of a run that names no checkpoint when it holds a finished run, or
+    an interrupted run whose settings differ from ``current`` (:func:`changed_settings`); a
+    ``current`` without the corpus' counts (not yet read) is compared without them. ``method_files``:
+    as :func:`find_checkpoint`'s, for the checkpoint the hint names."""
+    training_args, output_dir, method = run.training_args, run.output_dir, run.record.name
+    if os.path.exists(os.path.join(output_dir, CSE_CONFIG_NAME)):
+        raise CSEUsageError(
+            f"{output_dir} holds a finished run",
+            hint="choose another --output_dir, delete it, or pass --resume_from_checkpoint explicitly",
+        )
+    # The settings first: a run of another method expects other state files, and would call the
+    # other run's checkpoints incomplete rather than say what differs.
+    saved_path = os.path.join(output_dir, RUN_ARGS_NAME)
+    checkpoints = checkpoints_newest_first(output_dir)
+    # An interrupted run is compared whether or not it left a checkpoint: one stopped before its
+    # first is still a run of those settings, which another command would replace.
+    if os.path.isfile(saved_path) and (checkpoints or run_format(output_dir) is not None):
+        saved = read_settings(saved_path)
+        if "corpus" not in current:
+            saved = {group: values for group, values in saved.items() if group != "corpus"}
+        changed = changed_settings(saved, current)
+        if changed:
+            other = saved.get("run", {}).get("method")
+            if not checkpoints:
+                hint = "use another --output_dir, or delete it to start over with these settings"
+            elif other in (None, method):
+                complete = newest_complete_checkpoint(output_dir, training_args, method_files) or checkpoints[0]
+                hint = f"use another --output_dir, or pass --resume_from_checkpoint {complete} to continue it anyway"
+            else:
+                hint = f"use another --output_dir: it is a run of {other}, which this command cannot continue"
+            raise CSEUsageError(
+                f"{output_dir} holds an interrupted run with other settings ({describe_changes(changed)})",
+                hint=hint,
+            )
+
+
 def find_checkpoint(run: Run, method_files=(), corpus=None, check=None) -> str | None:
     """The checkpoint to resume ``run`` from: ``--resume_from_checkpoint`` if given, else the last
     complete one an interrupted run left in its output directory (:func:`newest_complete_checkpoint`;
@@ -271,35 +308,7 @@ def find_checkpoint(run: Run, method_files=(), corpus=None, check=None) -> str |
                 hint="name a complete checkpoint, or leave the flag out to resume from the last complete one",
             )
     if checkpoint is None and os.path.isdir(output_dir):
-        if os.path.exists(os.path.join(output_dir, CSE_CONFIG_NAME)):
-            raise CSEUsageError(
-                f"{output_dir} holds a finished run",
-                hint="choose another --output_dir, delete it, or pass --resume_from_checkpoint explicitly",
-            )
-        # The settings first: a run of another method expects other state files, and would call the
-        # other run's checkpoints incomplete rather than say what differs.
-        saved_path = os.path.join(output_dir, RUN_ARGS_NAME)
-        checkpoints = checkpoints_newest_first(output_dir)
-        # An interrupted run is compared whether or not it left a checkpoint: one stopped before its
-        # first is still a run of those settings, which another command would replace.
-        if os.path.isfile(saved_path) and (checkpoints or run_format(output_dir) is not None):
-            saved = read_settings(saved_path)
-            changed = changed_settings(saved, current)
-            if changed:
-                other = saved.get("run", {}).get("method")
-                if not checkpoints:
-                    hint = "use another --output_dir, or delete it to start over with these settings"
-                elif other in (None, method):
-                    complete = newest_complete_checkpoint(output_dir, training_args, method_files) or checkpoints[0]
-                    hint = (
-                        f"use another --output_dir, or pass --resume_from_checkpoint {complete} to continue it anyway"
-                    )
-                else:
-                    hint = f"use another --output_dir: it is a run of {other}, which this command cannot continue"
-                raise CSEUsageError(
-                    f"{output_dir} holds an interrupted run with other settings ({describe_changes(changed)})",
-                    hint=hint,
-                )
+        refuse_output_dir(run, current, method_files)
         checkpoint = newest_complete_checkpoint(output_dir, training_args, method_files, torn=torn)
     if checkpoint is not None and training_args.load_best_model_at_end and os.path.isdir(checkpoint):
         # Found now rather than after training: the Trainer would end by exporting the last model instead.

@@ -440,6 +440,31 @@ def test_an_interrupted_run_without_a_checkpoint_is_refused_with_other_settings(
     assert tree(out) == before
 
 
+@pytest.mark.parametrize("finished", [False, True])
+def test_another_command_into_a_run_is_refused_before_the_model_and_the_corpus_are_read(
+    finished, capsys, tiny_bert, tmp_path, monkeypatch
+):
+    """A finished run, or an interrupted one with other settings, is refused before the model is
+    loaded or the corpus tokenised (each would take minutes at a real size), the directory untouched."""
+    import cse.pipeline
+
+    def not_now(*args, **kwargs):
+        raise AssertionError("read before the refusal")
+
+    monkeypatch.setattr(cse.pipeline, "build", not_now)
+    monkeypatch.setattr(cse.pipeline, "build_train_dataset", not_now)
+    out = tmp_path / "run"
+    our_run(out, tiny_bert)
+    if finished:
+        (out / "cse_config.json").write_text("{}")
+    before = tree(out)
+    argv = [*common_args(tiny_bert, out), "--senteval_data_dir", SENTEVAL, "--learning_rate", "1e-2"]
+    error, _ = refusal(capsys, run_simcse.main, argv)
+    expected = "holds a finished run" if finished else "holds an interrupted run with other settings"
+    assert error.startswith(f"error: {out} {expected}"), error
+    assert tree(out) == before
+
+
 @pytest.mark.parametrize("content", ["my important text\n", "12\nhost\n3\nand my notes\n"])
 def test_a_user_s_file_named_as_the_lock_is_refused_naming_it(content, capsys, tiny_bert, tmp_path):
     """A ``.cse_run.lock`` that does not hold a lock's record (PID, host, start) is the user's file:
