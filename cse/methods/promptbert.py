@@ -20,7 +20,7 @@ denoised as the paper's "denoised sentence representation") and RoBERTa's bias p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -29,7 +29,7 @@ from ..errors import CSEUsageError
 from ..modeling import load_encoder
 from ..parts import Part
 from ..prompts import TemplateTokens, template_problem
-from ..ranges import check_choices, check_fields
+from ..ranges import check_choices, check_fields, flag
 from ..registry import BenchShape, MethodRecord, register
 
 CITATION = (  # one field a line (the model card's reader); the author line split in the source only
@@ -60,11 +60,6 @@ VARIANTS = ("released", "paper")
 VARIANT_DEFAULTS = {"released": ("released", "raw"), "paper": ("model", "denoised")}
 BIAS_POSITIONS = ("released", "model")
 EMBEDDINGS = ("raw", "denoised")
-
-
-def flag(default, help_text: str, **metadata):
-    """A flag's field: its default, its help, and the rest of its metadata (``choices``)."""
-    return field(default=default, metadata={"help": help_text, **metadata})
 
 
 @dataclass
