@@ -90,6 +90,15 @@ def test_a_long_sentence_is_cut_and_the_template_kept(tokenizer):
     assert tokens.fit(first, 20) == [*first[:15], *first[-5:]]
 
 
+def test_a_literal_mask_token_in_a_sentence_stays_and_the_templates_is_read(tokenizer):
+    corpus = tokenize_lines(tokenizer, ["[MASK] said he [MASK]"], 34)
+    views = built_part(tokenizer).views(collated(tokenizer, corpus["input_ids"]))
+    ids = views["input_ids"][0, 0]
+    assert ids.tolist() == [101, 2023, 6251, 1997, 1000, 103, 2056, 2002, 103, 1000, 2965, 103, 1012, 102]
+    states = torch.arange(14, dtype=torch.float64).view(1, 14, 1)
+    assert last_mask_states(states, ids[None], 103).item() == 11  # the template's, after the sentence
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     return tokenizer_of("bert")

@@ -189,12 +189,11 @@ class PromptBERT(Part):
     # --- the batch ------------------------------------------------------------------------------
 
     def sentence(self, tokens: list[int]) -> list[int]:
-        """A view's tokens without the special tokens the tokenizer put at its ends."""
-        start, end = 0, len(tokens)
-        while start < end and tokens[start] in self.special_ids:
-            start += 1
-        while end > start and tokens[end - 1] in self.special_ids:
-            end -= 1
+        """A view's tokens without the one special token the tokenizer put at each end ([CLS], [SEP]): a
+        special token the sentence itself holds (a literal [MASK]) stays, as the released code's encoding
+        of the sentence alone keeps it."""
+        start = 1 if tokens and tokens[0] in self.special_ids else 0
+        end = len(tokens) - 1 if len(tokens) > start and tokens[-1] in self.special_ids else len(tokens)
         return tokens[start:end]
 
     def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
