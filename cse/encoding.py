@@ -78,7 +78,7 @@ class BucketedEncoder:
         self.embedding = Embedding(model, autocast_dtype, pooler_type)
         device = self.embedding.device
         tokenizer = model.tokenizer
-        encoded = tokenizer(list(sentences), padding=False)
+        encoded = model.tokenize_sentences(sentences)
         lengths = [len(ids) for ids in encoded["input_ids"]]
         order = sorted(range(len(lengths)), key=lengths.__getitem__)
         self.batches = []  # (the batch's sentences' positions in the input, its padded inputs on the device)

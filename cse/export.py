@@ -55,7 +55,8 @@ _LEGACY_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens
 
 # sentence-transformers' module types a directory may list for its pooler to be read as one of ours:
 # the backbone, one Pooling and, optionally, a Normalize (which changes no cosine similarity)
-_READABLE_MODULES = ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling")
+TRANSFORMER = "sentence_transformers.models.Transformer"
+_READABLE_MODULES = (TRANSFORMER, "sentence_transformers.models.Pooling")
 _NORMALIZE = "sentence_transformers.models.Normalize"
 
 
@@ -138,10 +139,13 @@ def write_sentence_transformers_files(
     return True
 
 
-def write_modules(save_directory: str, backbone, tokenizer, modules: list[tuple[str, str]]) -> None:
-    """``modules.json``: the backbone's ``Transformer`` at the directory itself, then ``modules``
-    (``(folder, type)`` each, in order), and ``sentence_bert_config.json`` (the Transformer's)."""
-    entries = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+def write_modules(
+    save_directory: str, backbone, tokenizer, modules: list[tuple[str, str]], first: str = TRANSFORMER
+) -> None:
+    """``modules.json``: the backbone's ``Transformer`` (or ``first``, a type of module that loads as
+    one: a prompt's, :mod:`cse.prompt_modules`) at the directory itself, then ``modules`` (``(folder,
+    type)`` each, in order), and ``sentence_bert_config.json`` (the Transformer's)."""
+    entries = [{"idx": 0, "name": "0", "path": "", "type": first}]
     for idx, (path, module_type) in enumerate(modules, start=1):
         entries.append({"idx": idx, "name": str(idx), "path": path, "type": module_type})
     _write_json(os.path.join(save_directory, "modules.json"), entries)

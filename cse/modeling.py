@@ -424,6 +424,15 @@ class CSEModel(nn.Module):
         """Embedding forward: ``(n, length)`` -> ``(n, hidden)`` with the evaluation pooler (or ``pooler_type``)."""
         return self.sentence_embedding(pooler_type or self.eval_pooler, input_ids, attention_mask, token_type_ids)
 
+    def tokenize_sentences(self, sentences: Sequence[str], max_length: int | None = None) -> dict:
+        """The embedding forward's inputs of ``sentences``, unpadded lists by key (``input_ids``,
+        ``attention_mask``, ...), cut to ``max_length`` tokens where given: the tokenizer's, each
+        sentence alone. An encoder that reads sentences otherwise overrides it (a prompt template's,
+        :class:`cse.encoders.prompt.PromptEncoder`)."""
+        return dict(
+            self.tokenizer(list(sentences), truncation=max_length is not None, max_length=max_length, padding=False)
+        )
+
     def length_sorted_batches(self, sentences: Sequence[str], batch_size: int, max_length: int | None):
         """``(order, batches)``: the sentences' indices sorted by token length, and the sentences in
         that order, padded into batches of ``batch_size`` (little padding per batch). Kept for the last
@@ -433,9 +442,7 @@ class CSEModel(nn.Module):
         key = (tuple(sentences), batch_size, max_length)
         if self._batch_cache is not None and self._batch_cache[0] == key:
             return self._batch_cache[1]
-        encoded = self.tokenizer(
-            list(sentences), truncation=max_length is not None, max_length=max_length, padding=False
-        )
+        encoded = self.tokenize_sentences(sentences, max_length)
         features = [dict(zip(encoded.keys(), values)) for values in zip(*encoded.values())]
         order = sorted(range(len(features)), key=lambda i: len(features[i]["input_ids"]))
         batches = [

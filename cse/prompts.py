@@ -1,0 +1,149 @@
+"""Prompt templates around a sentence, and the embedding read at the template's mask token.
+
+A template is written in the syntax of PromptBERT's released code (Jiang et al., EMNLP 2022;
+kongds/Prompt-BERT, run.sh l.80-81 and 98-99, parsed as train.py l.617-641 and evaluation.py
+l.196-205 parse it), without spaces:
+
+============  ==========================================================
+``*cls*``     the tokenizer's first special token ([CLS], ``<s>``)
+``*sent_0*``  the sentence
+``*mask*``    the tokenizer's mask token, whose last hidden state is the embedding
+``*sep+*``    the tokenizer's last special token ([SEP], ``</s>``)
+``_``         a space
+============  ==========================================================
+
+so that ``*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*`` is ``This sentence of "[X]" means
+[MASK].`` around the sentence [X]. A template is used in two forms:
+
+* **tokens** (:class:`TemplateTokens`, training): the prefix before the sentence and the suffix after
+  it tokenised apart, ``prefix = encode(prefix text)[:-1]`` ([CLS] and the prefix) and ``suffix =
+  encode(suffix text)[1:]`` (the suffix and [SEP]), and each input ``prefix + sentence + suffix`` with
+  the sentence's own sub-word tokens (released train.py l.673-699). The prefix text is stripped of
+  spaces at both ends, as the released code strips RoBERTa's (l.626-628): a byte-level tokenizer
+  would otherwise read a leading space as part of the first word (BERT's ignores it). Only the sentence
+  is ever truncated (:meth:`TemplateTokens.wrap`): the template and its mask token are kept whole.
+* **text** (:func:`template_input`, evaluation): the sentence inserted into the template's text and
+  tokenised as one string, a period appended where the sentence ends in none of ``. ? " '`` (the
+  released evaluation.py's batcher, l.196-205, which produced the published test numbers).
+
+The template's mask token must come after the sentence (both of PromptBERT's templates, and CoT-BERT's,
+put it there), so that the embedding is read at the *last* mask token of each row
+(:func:`last_mask_states`): a literal mask token inside a sentence comes before it and is never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+SENTENCE = "*sent_0*"
+MASK = "*mask*"
+SPECIAL = ("*cls*", "*sep+*")  # the tokenizer adds its own special tokens around each piece
+# the sentence endings after which the evaluation appends no period (released evaluation.py l.203)
+FINAL_PUNCTUATION = ".?\"'"
+
+
+def template_problem(template: str) -> str | None:
+    """Why ``template`` is not a template of the syntax above, or None."""
+    if " " in template:
+        return "it holds a space (write spaces as _, as the released run.sh does)"
+    if template.count(SENTENCE) != 1:
+        return f"it must hold {SENTENCE}, where the sentence goes, exactly once"
+    if template.count(MASK) != 1:
+        return f"it must hold {MASK}, whose state is the embedding, exactly once"
+    if template.index(MASK) < template.index(SENTENCE):
+        return f"its {MASK} comes before {SENTENCE}: the embedding is read at the last mask token of each input"
+    return None
+
+
+def template_text(template: str, mask_token: str) -> str:
+    """The template as text: special tokens left out (the tokenizer adds them), ``*mask*`` the mask
+    token, ``_`` a space; ``*sent_0*`` stays where the sentence goes."""
+    before, after = template.split(SENTENCE)
+    pieces = []
+    for piece in (before, after):
+        for special in SPECIAL:
+            piece = piece.replace(special, "")
+        pieces.append(piece.replace(MASK, mask_token).replace("_", " "))
+    return SENTENCE.join(pieces)
+
+
+def with_period(sentence: str) -> str:
+    """The sentence as the evaluation inserts it: a period appended unless it ends in ``. ? " '``."""
+    return sentence + "." if sentence and sentence[-1] not in FINAL_PUNCTUATION else sentence
+
+
+def template_input(text: str, sentence: str, period: bool = True) -> str:
+    """The evaluation's input string: ``sentence`` (with :func:`with_period` where ``period``) inserted
+    into ``text`` (:func:`template_text`), stripped of spaces at both ends."""
+    return text.replace(SENTENCE, with_period(sentence) if period else sentence).strip()
+
+
+@dataclass(frozen=True)
+class TemplateTokens:
+    """A template's token ids around a sentence: ``prefix`` (the first special token and the words
+    before the sentence), ``suffix`` (the words after it, the mask token among them, and the last special
+    token). ``prefix + suffix`` is the template with no sentence (PromptBERT's template bias input)."""
+
+    prefix: tuple[int, ...]
+    suffix: tuple[int, ...]
+    mask_id: int
+
+    @classmethod
+    def of(cls, tokenizer, template: str) -> TemplateTokens:
+        problem = template_problem(template)
+        if problem is not None:
+            raise ValueError(f"template {template!r}: {problem}")
+        before, after = template_text(template, tokenizer.mask_token).split(SENTENCE)
+        prefix = tokenizer.encode(before.strip())[:-1]
+        suffix = tokenizer.encode(after)[1:]
+        if suffix.count(tokenizer.mask_token_id) != 1:
+            raise ValueError(f"template {template!r}: its text after the sentence does not tokenise to one mask token")
+        return cls(tuple(prefix), tuple(suffix), tokenizer.mask_token_id)
+
+    @property
+    def empty(self) -> list[int]:
+        """The template with no sentence."""
+        return [*self.prefix, *self.suffix]
+
+    def __len__(self) -> int:
+        return len(self.prefix) + len(self.suffix)
+
+    @property
+    def mask_index(self) -> int:
+        """The mask token's position in the template with no sentence."""
+        return len(self.prefix) + self.suffix.index(self.mask_id)
+
+    def wrap(self, sentence: Sequence[int], max_sentence: int | None = None) -> list[int]:
+        """``prefix + sentence + suffix``, the sentence's tokens (no special tokens) cut to their first
+        ``max_sentence`` (None: all): the template is never cut."""
+        sentence = list(sentence) if max_sentence is None else list(sentence[:max_sentence])
+        return [*self.prefix, *sentence, *self.suffix]
+
+    def fit(self, ids: Sequence[int], max_length: int) -> list[int]:
+        """``ids`` (a whole input of this template, the sentence inside) cut to ``max_length`` tokens by
+        cutting the sentence's end: the prefix and suffix stay whole."""
+        if len(ids) <= max_length:
+            return list(ids)
+        if max_length < len(self):
+            raise ValueError(f"max_length {max_length} leaves no room for the template's {len(self)} tokens")
+        keep = max_length - len(self.suffix)
+        return [*ids[:keep], *ids[len(ids) - len(self.suffix) :]]
+
+    def bias_position_ids(self, shifts: int, start: int = 0) -> torch.Tensor:
+        """``(shifts, len(self))`` position ids of the template with no sentence, row k as if a
+        sentence of k tokens stood between prefix and suffix: ``start + j`` for the prefix's j,
+        ``start + j + k`` after it (released models.py ``get_delta``, l.96-98)."""
+        positions = torch.arange(len(self)).repeat(shifts, 1)
+        positions[:, len(self.prefix) :] += torch.arange(shifts)[:, None]
+        return positions + start
+
+
+def last_mask_states(states: torch.Tensor, input_ids: torch.Tensor, mask_id: int) -> torch.Tensor:
+    """``(rows, d)``: each row's last-layer state at its last ``mask_id`` token, from ``(rows, length, d)``
+    states (a gather: no boolean indexing, no read of a value on the host)."""
+    positions = torch.arange(input_ids.shape[-1], device=input_ids.device)
+    last = torch.where(input_ids == mask_id, positions, -1).amax(dim=-1)
+    return states.gather(1, last[:, None, None].expand(-1, 1, states.shape[-1])).squeeze(1)
