@@ -157,23 +157,30 @@ class PromptBERT(Part):
 
     # --- the build ------------------------------------------------------------------------------
 
-    def encoder(self, model_args) -> PromptEncoder:
-        """The pretrained backbone read at the template's [MASK]; SimCSE's pooler flags do not apply."""
+    def prompt_backbone(self, model_args):
+        """``(backbone, tokenizer)`` of the pretrained model, refused where SimCSE's pooler flags are
+        set (they do not apply) or the tokenizer has no mask token (CoT-BERT's part shares this)."""
         if (model_args.pooler_type, model_args.mlp_only_train) != ("cls", True):
             raise CSEUsageError(
-                "PromptBERT's sentence embedding is the [MASK] state of its template: --pooler_type and "
+                f"{self.display_name}'s sentence embedding is the [MASK] state of its template: --pooler_type and "
                 "--mlp_only_train do not apply",
                 hint="leave them out (the MLP trains and is never evaluated, as --mlp_only_train)",
             )
         base = load_encoder(model_args, pooler_type="cls_before_pooler", mlp_only_train=False)
         backbone, tokenizer = base.backbone, base.tokenizer
-        defaults = TEMPLATES["roberta" if backbone.config.model_type in ROBERTA_TYPES else "bert"]
-        templates = (self.args.template or defaults[0], self.args.positive_template or defaults[1])
         if tokenizer.mask_token is None:
             raise CSEUsageError(
-                f"the tokenizer ({type(tokenizer).__name__}) has no mask token, which PromptBERT's template reads",
+                f"the tokenizer ({type(tokenizer).__name__}) has no mask token, which {self.display_name}'s "
+                "template reads",
                 hint="pass a masked language model's tokenizer (BERT, RoBERTa)",
             )
+        return backbone, tokenizer
+
+    def encoder(self, model_args) -> PromptEncoder:
+        """The pretrained backbone read at the template's [MASK]; SimCSE's pooler flags do not apply."""
+        backbone, tokenizer = self.prompt_backbone(model_args)
+        defaults = TEMPLATES["roberta" if backbone.config.model_type in ROBERTA_TYPES else "bert"]
+        templates = (self.args.template or defaults[0], self.args.positive_template or defaults[1])
         try:
             encoder = PromptEncoder(
                 backbone,
