@@ -1,11 +1,24 @@
-"""CoT-BERT: the extended InfoNCE (Eq. 2-3) against float64 hand computations."""
+"""CoT-BERT: the extended InfoNCE (Eq. 2-3) against float64 hand computations; the templates' token
+rows of the real tokenizers, the last [MASK] pooled, the [PAD] noise rows and their index, each
+template's own noise subtracted, the gradient through the noise; its refusals; ``run_cotbert.py`` on a
+tiny model, killed and resumed, and its export read back by ``load_model`` and sentence-transformers."""
 
 import math
+import os
 
 import pytest
 import torch
+from transformers import AutoModel, AutoTokenizer
 
+import run_cotbert
+from cse.encoders.cotbert import CoTBERTEncoder, pad_noise_rows
 from cse.losses.cotbert import CoTBERTLoss
+from cse.methods.cotbert import TEMPLATES, CoTBERT, CoTBERTArguments
+from cse.parts import why_not
+from cse.prompts import TemplateTokens
+from cse.registry import get
+
+from .conftest import SENTENCES, TOKENIZERS, common_args, small_run_argv
 
 # --- the loss: float64 hand computations (docs/methods/cotbert.md, "The loss") ---------------------
 
@@ -99,3 +112,187 @@ def test_groups_are_separate_losses():
 def test_loss_refuses_undefined_settings(settings):
     with pytest.raises(ValueError, match="must be"):
         CoTBERTLoss(**settings)
+
+
+# --- the templates: token rows of the real tokenizers (docs/methods/cotbert.md, "Templates") -------
+
+BERT_PREFIX = {"anchor": [101, 1996, 6251, 1997, 1000], "positive": [101, 1996, 6251, 1024, 1000]}
+BERT_SUFFIX = [1000, 2965, 103, 1010, 2061, 2009, 2064, 2022, 22539, 2004, 103, 1012, 102]
+BERT_NEGATIVE_SUFFIX = [1000, 2515, 2025, 2812, 103, 1010, 2061, 2009, 3685, 2022, 22539, 2004, 103, 1012, 102]
+
+
+def tokenizer(family):
+    return AutoTokenizer.from_pretrained(
+        os.path.join(TOKENIZERS, f"{family}-base" + ("-uncased" if family == "bert" else ""))
+    )
+
+
+def templates(family):
+    tok = tokenizer(family)
+    return tok, [TemplateTokens.of(tok, t, masks=2) for t in TEMPLATES[family]]
+
+
+def test_bert_template_rows_are_the_released_ones():
+    """bs = encode(prefix)[:-1], es = encode(suffix)[1:] of the released train.py's three templates."""
+    _, (anchor, positive, negative) = templates("bert")
+    assert list(anchor.prefix) == BERT_PREFIX["anchor"] and list(anchor.suffix) == BERT_SUFFIX
+    assert list(positive.prefix) == BERT_PREFIX["positive"] and list(positive.suffix) == BERT_SUFFIX
+    assert list(negative.prefix) == BERT_PREFIX["positive"] and list(negative.suffix) == BERT_NEGATIVE_SUFFIX
+    assert [len(t) for t in (anchor, positive, negative)] == [18, 18, 20]
+
+
+def test_roberta_template_rows():
+    """RoBERTa's single quotes with spaces; its <mask> and </s> each after a separate space token."""
+    tok, (anchor, positive, negative) = templates("roberta")
+    assert [len(t) for t in (anchor, positive, negative)] == [21, 21, 23]
+    # "<s>The sentence of '" and "' does not mean <mask> , so it cannot be summarized as <mask> . </s>": 1437 is
+    # the lone space (Ġ) before each <mask> (50264) and before </s>
+    assert list(anchor.prefix) == [0, 133, 3645, 9, 128] and list(negative.prefix) == [0, 133, 3645, 4832, 128]
+    assert list(negative.suffix[:14]) == [128, 473, 45, 1266, 1437, 50264, 2156, 98, 24, 1395, 28, 38152, 25, 1437]
+    assert list(negative.suffix[14:]) == [50264, 479, 1437, 2]
+    assert all(t.suffix.count(tok.mask_token_id) == 2 for t in (anchor, positive, negative))
+
+
+def test_the_sentence_is_cut_never_the_template():
+    _, (anchor, _, _) = templates("bert")
+    row = anchor.wrap(list(range(2000, 2040)), max_sentence=32)
+    assert len(row) == 18 + 32 and row[:5] == BERT_PREFIX["anchor"] and row[-13:] == BERT_SUFFIX
+
+
+# --- the encoder: pooling, noise rows, subtraction (docs/methods/cotbert.md, "Denoising") ----------
+
+
+@pytest.fixture(scope="module")
+def encoder(no_dropout_bert):
+    tok = AutoTokenizer.from_pretrained(no_dropout_bert)
+    return CoTBERTEncoder(AutoModel.from_pretrained(no_dropout_bert), tok, TEMPLATES["bert"], mlp=False)
+
+
+def states(encoder, ids, mask=None):
+    ids = torch.tensor([ids])
+    mask = torch.ones_like(ids) if mask is None else torch.tensor([mask])
+    with torch.no_grad():
+        return encoder.backbone(input_ids=ids, attention_mask=mask).last_hidden_state[0]
+
+
+def test_the_last_mask_is_pooled(encoder):
+    """The 25-token anchor row of "A man is playing a guitar." has its [MASK]s at 14 and 22: the
+    embedding is the state at 22."""
+    sentence = encoder.tokenizer.encode("A man is playing a guitar.", add_special_tokens=False)
+    row = encoder.tokens[0].wrap(sentence)
+    assert len(row) == 25 and [i for i, t in enumerate(row) if t == 103] == [14, 22]
+    encoder.eval()
+    with torch.no_grad():
+        got = encoder.embed(torch.tensor([row]), torch.ones(1, 25, dtype=torch.long))[0]
+    h = states(encoder, row)
+    assert torch.equal(got, h[22]) and not torch.allclose(got, h[14])
+    assert encoder.tokens[0].mask_index == 15  # the empty template's last [MASK]
+
+
+@pytest.mark.parametrize("n", [0, 1, 32])
+def test_noise_row_n_holds_n_attended_pads_where_the_sentence_goes(n):
+    _, (anchor, _, negative) = templates("bert")
+    ids, mask = pad_noise_rows(anchor, 33, 0)
+    assert len(ids) == 33 and all(len(row) == 18 + 32 for row in ids)
+    row, row_mask = ids[n], mask[n]
+    assert row[:5] == BERT_PREFIX["anchor"] and row[5 : 5 + n] == [0] * n and row[5 + n : 18 + n] == BERT_SUFFIX
+    assert sum(row_mask) == 18 + n and row_mask[: 18 + n] == [1] * (18 + n)
+    assert [i for i, t in enumerate(row) if t == 103] == [7 + n, 15 + n]
+    if n == 0:
+        assert row[:18] == anchor.empty
+    ids, mask = pad_noise_rows(negative, 33, 0)
+    assert sum(mask[n]) == 20 + n and [i for i, t in enumerate(ids[n]) if t == 103] == [9 + n, 17 + n]
+
+
+def test_each_view_has_its_own_templates_noise_subtracted(encoder):
+    """Training forward (no dropout, no MLP): view v's embedding is its last-[MASK] state less the
+    state at the last [MASK] of template v with n attended [PAD]s, n the sentence's tokens (the view's
+    attention sum less the template's length: 18, 18, 20)."""
+    part = CoTBERT(CoTBERTArguments())
+    part.tokens, part.special_ids, part.pad_id = encoder.tokens, frozenset(encoder.tokenizer.all_special_ids), 0
+    tok = encoder.tokenizer
+    batch = tok.pad(tok(["a cat sat on the mat", "rain"]), return_tensors="pt")
+    batch = part.views({k: v[:, None].expand(-1, 2, -1) for k, v in batch.items()})
+    assert batch["input_ids"].shape[:2] == (2, 3)
+    encoder.train()
+    with torch.no_grad():
+        got = encoder(**batch)["embeddings"]
+    for i, sentence in enumerate(["a cat sat on the mat", "rain"]):
+        words = tok.encode(sentence, add_special_tokens=False)
+        n = len(words)
+        for v, template in enumerate(encoder.tokens):
+            row = template.wrap(words)
+            assert batch["attention_mask"][i, v].sum() == len(template) + n
+            assert batch["input_ids"][i, v, : len(row)].tolist() == row
+            h = states(encoder, row)[len(row) - 1 - row[::-1].index(103)]
+            noise_row = [*template.prefix, *[0] * n, *template.suffix]
+            b = states(encoder, noise_row)[len(noise_row) - 1 - noise_row[::-1].index(103)]
+            torch.testing.assert_close(got[i, v], h - b, rtol=0, atol=1e-5)
+
+
+def test_the_gradient_reaches_the_encoder_through_the_noise(no_dropout_bert):
+    """The released form (noise not detached) and the detached one give different gradients."""
+    tok = AutoTokenizer.from_pretrained(no_dropout_bert)
+    grads = []
+    for bias_gradient in (True, False):
+        torch.manual_seed(0)
+        enc = CoTBERTEncoder(
+            AutoModel.from_pretrained(no_dropout_bert), tok, TEMPLATES["bert"], bias_gradient=bias_gradient
+        )
+        part = CoTBERT(CoTBERTArguments())
+        part.tokens, part.special_ids, part.pad_id = enc.tokens, frozenset(tok.all_special_ids), 0
+        batch = tok.pad(tok(SENTENCES[:4]), return_tensors="pt")
+        batch = part.views({k: v[:, None].expand(-1, 2, -1) for k, v in batch.items()})
+        enc.train()
+        z = enc(**batch)["embeddings"]
+        CoTBERTLoss(gather_across_devices=False)(z[:, 0], z[:, 1], z[:, 2]).backward()
+        grads.append(enc.backbone.embeddings.word_embeddings.weight.grad.clone())
+    assert not torch.allclose(grads[0], grads[1])
+
+
+# --- flags and parts ---------------------------------------------------------------------------------
+
+
+def test_a_template_without_two_masks_is_refused():
+    with pytest.raises(ValueError, match="exactly 2 times"):
+        CoTBERTArguments(template='*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*')
+
+
+@pytest.mark.parametrize("other", ["mixcse", "esimcse", "sarcse", "adcse", "vadvcse", "sgbert", "promptbert"])
+def test_it_combines_with_no_part_of_the_package_and_says_why(other):
+    assert why_not(CoTBERT, get(other).part)
+
+
+# --- runs ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_trains_alone_and_its_export_embeds_as_the_trainer(family, tiny_bert, tiny_roberta, tmp_path):
+    """Two steps on a tiny model; the export, read by load_model and by sentence-transformers, embeds as
+    the trained model (anchor template, last [MASK], no denoising)."""
+    from sentence_transformers import SentenceTransformer
+
+    from cse.modeling import load_model
+
+    model = tiny_bert if family == "bert" else tiny_roberta
+    trainer = run_cotbert.main(small_run_argv(model, tmp_path / "out", 2, "--use_cpu", "true", "--logging_steps", "1"))
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    ours = trainer.model.encode(SENTENCES, batch_size=3)
+    loaded = load_model(str(tmp_path / "out")).encode(SENTENCES, batch_size=2)
+    torch.testing.assert_close(loaded, ours, rtol=0, atol=1e-5)
+    theirs = SentenceTransformer(str(tmp_path / "out"), device="cpu", trust_remote_code=True).encode(SENTENCES)
+    torch.testing.assert_close(torch.tensor(theirs), ours, rtol=0, atol=1e-5)
+
+
+@pytest.mark.e2e
+def test_killed_and_resumed_bit_identical(tiny_bert, tmp_path, monkeypatch):
+    """SIGKILLed after step 5 (checkpoint-4 complete), the same command resumes to the uninterrupted run's weights."""
+    from .test_reliability import assert_bit_identical, in_process, worker
+
+    in_process("run_cotbert.py", common_args(tiny_bert, tmp_path / "straight", 6, 2), monkeypatch)
+    argv = common_args(tiny_bert, tmp_path / "killed", 6, 2)
+    worker("run_cotbert.py", argv, "5:step")
+    in_process("run_cotbert.py", argv, monkeypatch)
+    assert_bit_identical(str(tmp_path / "killed"), str(tmp_path / "straight"))
