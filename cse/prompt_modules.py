@@ -15,8 +15,12 @@ from __future__ import annotations
 import json
 import os
 
-from sentence_transformers.models import Transformer
 from torch import nn
+
+try:  # sentence-transformers 5.2 and later; its earlier releases name it only here
+    from sentence_transformers.base.modules import Transformer
+except ImportError:
+    from sentence_transformers.models import Transformer
 
 from .prompts import last_mask_states, template_input
 
