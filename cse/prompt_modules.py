@@ -17,7 +17,7 @@ import os
 
 from torch import nn
 
-try:  # sentence-transformers 5.2 and later; its earlier releases name it only here
+try:  # where sentence-transformers keeps it now; its earlier releases name it only as models.Transformer
     from sentence_transformers.base.modules import Transformer
 except ImportError:
     from sentence_transformers.models import Transformer

@@ -252,6 +252,8 @@ RECORD = register(
             "--mask_embedding_sentence_template": "the released run.sh's template of view 0 and of the evaluation",
             "--mask_embedding_sentence_different_template": "the released run.sh's template of view 1",
             "--mask_embedding_sentence_delta": "the released template denoising",
+            "--mask_embedding_sentence_org_mlp": "the released supervised setting's MLP (not implemented)",
+            "--mask_embedding_sentence_autoprompt": "the released auto-prompt (not implemented)",
         },
     )
 )
