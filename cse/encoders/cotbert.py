@@ -92,6 +92,9 @@ class CoTBERTEncoder(PromptEncoder):
             test_embedding="raw",
         )
         self.denoising = denoise
+        # the noise rows' ids and masks on the device by (template, rows): made on a batch length's first
+        # step, so that a captured step (--cuda_graphs) copies nothing from the host
+        self._noise_inputs: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def template_bias(self, tokens: TemplateTokens, lengths: torch.Tensor, longest: int) -> torch.Tensor:
         """``(rows, d)``: b(n) of each row of ``lengths`` tokens (n = length - len(template)), from one
@@ -99,9 +102,11 @@ class CoTBERTEncoder(PromptEncoder):
         PromptBERT's bias with ``denoise="position"``."""
         if self.denoising == "position":
             return super().template_bias(tokens, lengths, longest)
-        ids, mask = pad_noise_rows(tokens, longest - len(tokens) + 1, self.tokenizer.pad_token_id)
-        ids = torch.tensor(ids, device=lengths.device)
-        mask = torch.tensor(mask, device=lengths.device)
+        key = (tokens, longest - len(tokens) + 1, lengths.device)
+        if key not in self._noise_inputs:
+            rows = pad_noise_rows(tokens, key[1], self.tokenizer.pad_token_id)
+            self._noise_inputs[key] = tuple(torch.tensor(x, device=lengths.device) for x in rows)
+        ids, mask = self._noise_inputs[key]
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.bias_gradient):
             states = self.backbone_outputs(ids, mask).last_hidden_state
             noise = last_mask_states(states, ids, tokens.mask_id)
