@@ -18,7 +18,7 @@ from cse.parts import why_not
 from cse.prompts import TemplateTokens
 from cse.registry import get
 
-from .conftest import SENTENCES, TOKENIZERS, common_args, small_run_argv
+from .conftest import SENTENCES, TOKENIZERS, assert_nothing_written, common_args, refusal, small_run_argv
 
 # --- the loss: float64 hand computations (docs/methods/cotbert.md, "The loss") ---------------------
 
@@ -256,6 +256,34 @@ def test_the_gradient_reaches_the_encoder_through_the_noise(no_dropout_bert):
 def test_a_template_without_two_masks_is_refused():
     with pytest.raises(ValueError, match="exactly 2 times"):
         CoTBERTArguments(template='*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*')
+
+
+ONE_MASK = '*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*'
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--loss_group_size", "-1"], "--loss_group_size must be a whole number >= 0, got -1"),
+        (["--denoise", "prompt"], "--denoise"),
+        (["--negative_template", ONE_MASK], "--negative_template"),
+        (["--pooler_type", "avg"], "CoT-BERT's sentence embedding is the [MASK] state of its template"),
+    ],
+)
+def test_bad_flags_are_refused_before_any_work(flags, said, tiny_bert, capsys, tmp_path):
+    out = tmp_path / "out"
+    lines = refusal(capsys, run_cotbert.main, ["--model_name_or_path", tiny_bert, "--output_dir", str(out), *flags])
+    assert said in lines[0] and len(lines) == 2
+    assert_nothing_written(out)
+
+
+def test_a_composition_with_mixcse_is_refused_naming_the_slot(capsys, tmp_path):
+    import run_cse
+
+    out = tmp_path / "out"
+    lines = refusal(capsys, run_cse.main, ["--parts", "cotbert,mixcse", "--output_dir", str(out)])
+    assert "cotbert" in lines[0] and "mixcse" in lines[0] and "softmax" in lines[0]
+    assert_nothing_written(out)
 
 
 @pytest.mark.parametrize("other", ["mixcse", "esimcse", "sarcse", "adcse", "vadvcse", "sgbert", "promptbert"])
