@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 import run_cotbert
+from cse.arguments import parse_args
 from cse.encoders.cotbert import CoTBERTEncoder, pad_noise_rows
 from cse.losses.cotbert import CoTBERTLoss
 from cse.methods.cotbert import TEMPLATES, CoTBERT, CoTBERTArguments
@@ -18,7 +19,7 @@ from cse.parts import why_not
 from cse.prompts import TemplateTokens
 from cse.registry import get
 
-from .conftest import SENTENCES, TOKENIZERS, assert_nothing_written, common_args, refusal, small_run_argv
+from .conftest import REPO, SENTENCES, TOKENIZERS, assert_nothing_written, common_args, refusal, small_run_argv
 
 # --- the loss: float64 hand computations (docs/methods/cotbert.md, "The loss") ---------------------
 
@@ -284,6 +285,18 @@ def test_a_composition_with_mixcse_is_refused_naming_the_slot(capsys, tmp_path):
     lines = refusal(capsys, run_cse.main, ["--parts", "cotbert,mixcse", "--output_dir", str(out)])
     assert "cotbert" in lines[0] and "mixcse" in lines[0] and "softmax" in lines[0]
     assert_nothing_written(out)
+
+
+@pytest.mark.parametrize("config", ["configs/cotbert_bert_base.yaml", "configs/cotbert_roberta_base.yaml"])
+def test_configs_hold_the_released_settings(config):
+    """code-for-BERT/train.py l.488-514 (RoBERTa's the same but for the model): batch 2 x 128, lr 1e-5, one
+    epoch, 32 sub-words, tau 0.05, STS-B dev every 125 steps, drop last, seed 0, fp16."""
+    model, data, training, flags = parse_args(get("cotbert").argument_types, [os.path.join(REPO, config)])
+    assert (training.per_device_train_batch_size, training.learning_rate, training.num_train_epochs) == (256, 1e-5, 1)
+    assert (training.eval_steps, training.seed, training.fp16, training.dataloader_drop_last) == (125, 0, True, True)
+    assert (data.max_seq_length, model.temp) == (34, 0.05)
+    assert (flags.denoise, flags.bias_gradient, flags.mlp, flags.pair_negatives) == ("pad", True, True, True)
+    assert flags.loss_group_size == 128 and flags.template is None
 
 
 @pytest.mark.parametrize("other", ["mixcse", "esimcse", "sarcse", "adcse", "vadvcse", "sgbert", "promptbert"])
