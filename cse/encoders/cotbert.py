@@ -43,7 +43,8 @@ DENOISINGS = ("pad", "position", "none")
 def pad_noise_rows(tokens: TemplateTokens, rows: int, pad_id: int) -> tuple[list[list[int]], list[list[int]]]:
     """``(input_ids, attention_mask)`` of the ``rows`` noise rows of a template: row k is ``prefix +
     [PAD] * k + suffix``, attended over those, then ``rows - 1 - k`` masked [PAD]s (released models.py
-    l.54-62), so that row k's suffix sits where a sentence of k tokens puts it."""
+    l.54-62): under BERT's position ids row k's suffix sits where a sentence of k tokens puts it (RoBERTa
+    gives [PAD]s its padding position, and the suffix the empty template's positions, as in the release)."""
     ids, mask = [], []
     width = len(tokens) + rows - 1
     for k in range(rows):
