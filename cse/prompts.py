@@ -45,14 +45,16 @@ SPECIAL = ("*cls*", "*sep+*")  # the tokenizer adds its own special tokens aroun
 FINAL_PUNCTUATION = ".?\"'"
 
 
-def template_problem(template: str) -> str | None:
-    """Why ``template`` is not a template of the syntax above, or None."""
+def template_problem(template: str, masks: int = 1) -> str | None:
+    """Why ``template`` is not a template of the syntax above with ``masks`` mask tokens (CoT-BERT's
+    have two, the embedding read at the last), or None."""
     if " " in template:
         return "it holds a space (write spaces as _, as the released run.sh does)"
     if template.count(SENTENCE) != 1:
         return f"it must hold {SENTENCE}, where the sentence goes, exactly once"
-    if template.count(MASK) != 1:
-        return f"it must hold {MASK}, whose state is the embedding, exactly once"
+    if template.count(MASK) != masks:
+        times = "once" if masks == 1 else f"{masks} times (the last one's state is the embedding)"
+        return f"it must hold {MASK}, whose state is the embedding, exactly {times}"
     if template.index(MASK) < template.index(SENTENCE):
         return f"its {MASK} comes before {SENTENCE}: the embedding is read at the last mask token of each input"
     return None
@@ -92,15 +94,17 @@ class TemplateTokens:
     mask_id: int
 
     @classmethod
-    def of(cls, tokenizer, template: str) -> TemplateTokens:
-        problem = template_problem(template)
+    def of(cls, tokenizer, template: str, masks: int = 1) -> TemplateTokens:
+        """The template's ids; ``masks``: how many mask tokens it holds (:func:`template_problem`)."""
+        problem = template_problem(template, masks)
         if problem is not None:
             raise ValueError(f"template {template!r}: {problem}")
         before, after = template_text(template, tokenizer.mask_token).split(SENTENCE)
         prefix = tokenizer.encode(before.strip())[:-1]
         suffix = tokenizer.encode(after)[1:]
-        if suffix.count(tokenizer.mask_token_id) != 1:
-            raise ValueError(f"template {template!r}: its text after the sentence does not tokenise to one mask token")
+        if suffix.count(tokenizer.mask_token_id) != masks:
+            count = "one mask token" if masks == 1 else f"{masks} mask tokens"
+            raise ValueError(f"template {template!r}: its text after the sentence does not tokenise to {count}")
         return cls(tuple(prefix), tuple(suffix), tokenizer.mask_token_id)
 
     @property
@@ -113,8 +117,8 @@ class TemplateTokens:
 
     @property
     def mask_index(self) -> int:
-        """The mask token's position in the template with no sentence."""
-        return len(self.prefix) + self.suffix.index(self.mask_id)
+        """The (last) mask token's position in the template with no sentence."""
+        return len(self) - 1 - self.suffix[::-1].index(self.mask_id)
 
     def wrap(self, sentence: Sequence[int], max_sentence: int | None = None) -> list[int]:
         """``prefix + sentence + suffix``, the sentence's tokens (no special tokens) cut to their first

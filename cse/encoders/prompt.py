@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -69,6 +70,9 @@ class PromptEncoder(EmbeddingEncoder):
     """
 
     pooler_name = RAW_POOLER
+    max_templates: ClassVar[int] = 2  # view 0's and view 1's (CoT-BERT's encoder: three)
+    views_named: ClassVar[str] = "one or two templates (view 0's and view 1's)"
+    masks: ClassVar[int] = 1  # mask tokens per template, the embedding read at the last (CoT-BERT's: two)
 
     def __init__(
         self,
@@ -82,12 +86,12 @@ class PromptEncoder(EmbeddingEncoder):
         test_embedding: str = "raw",
     ):
         super().__init__(backbone, tokenizer)
-        if not 1 <= len(templates) <= 2:
-            raise ValueError(f"one or two templates (view 0's and view 1's), got {len(templates)}")
+        if not 1 <= len(templates) <= self.max_templates:
+            raise ValueError(f"{self.views_named}, got {len(templates)}")
         if test_embedding not in TEST_EMBEDDINGS:
             raise ValueError(f"test_embedding must be one of {', '.join(TEST_EMBEDDINGS)}, got {test_embedding!r}")
         self.templates = tuple(templates)
-        self.tokens = [TemplateTokens.of(tokenizer, template) for template in self.templates]
+        self.tokens = [TemplateTokens.of(tokenizer, template, self.masks) for template in self.templates]
         for i, tokens in enumerate(self.tokens):
             # the template bias's input, on the model's device: made once, not copied from the host each step
             self.register_buffer(f"template_ids_{i}", torch.tensor(tokens.empty), persistent=False)

@@ -152,23 +152,30 @@ class PromptBERT(Part):
 
     # --- the build ------------------------------------------------------------------------------
 
-    def encoder(self, model_args) -> PromptEncoder:
-        """The pretrained backbone read at the template's [MASK]; SimCSE's pooler flags do not apply."""
+    def prompt_backbone(self, model_args):
+        """``(backbone, tokenizer)`` of the pretrained model, refused where SimCSE's pooler flags are
+        set (they do not apply) or the tokenizer has no mask token (CoT-BERT's part shares this)."""
         if (model_args.pooler_type, model_args.mlp_only_train) != ("cls", True):
             raise CSEUsageError(
-                "PromptBERT's sentence embedding is the [MASK] state of its template: --pooler_type and "
+                f"{self.display_name}'s sentence embedding is the [MASK] state of its template: --pooler_type and "
                 "--mlp_only_train do not apply",
                 hint="leave them out (the MLP trains and is never evaluated, as --mlp_only_train)",
             )
         base = load_encoder(model_args, pooler_type="cls_before_pooler", mlp_only_train=False)
         backbone, tokenizer = base.backbone, base.tokenizer
-        defaults = TEMPLATES["roberta" if backbone.config.model_type in ROBERTA_TYPES else "bert"]
-        templates = (self.args.template or defaults[0], self.args.positive_template or defaults[1])
         if tokenizer.mask_token is None:
             raise CSEUsageError(
-                f"the tokenizer ({type(tokenizer).__name__}) has no mask token, which PromptBERT's template reads",
+                f"the tokenizer ({type(tokenizer).__name__}) has no mask token, which {self.display_name}'s "
+                "template reads",
                 hint="pass a masked language model's tokenizer (BERT, RoBERTa)",
             )
+        return backbone, tokenizer
+
+    def encoder(self, model_args) -> PromptEncoder:
+        """The pretrained backbone read at the template's [MASK]; SimCSE's pooler flags do not apply."""
+        backbone, tokenizer = self.prompt_backbone(model_args)
+        defaults = TEMPLATES["roberta" if backbone.config.model_type in ROBERTA_TYPES else "bert"]
+        templates = (self.args.template or defaults[0], self.args.positive_template or defaults[1])
         try:
             encoder = PromptEncoder(
                 backbone,
@@ -181,9 +188,13 @@ class PromptBERT(Part):
             )
         except ValueError as err:
             raise CSEUsageError(str(err), hint="write the template as the released run.sh does") from err
+        return self.keep_templates(encoder)
+
+    def keep_templates(self, encoder):
+        """``encoder``, its templates and its tokenizer's special and padding ids kept for :meth:`views`."""
         self.tokens = encoder.tokens
-        self.special_ids = frozenset(tokenizer.all_special_ids)
-        self.pad_id = tokenizer.pad_token_id
+        self.special_ids = frozenset(encoder.tokenizer.all_special_ids)
+        self.pad_id = encoder.tokenizer.pad_token_id
         return encoder
 
     # --- the batch ------------------------------------------------------------------------------
