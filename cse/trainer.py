@@ -149,11 +149,14 @@ class CSETrainer(Trainer):
         # Gradient accumulation enlarges the optimizer's batch, not the negatives: each micro-batch's
         # loss only sees the sentences gathered in that micro-batch.
         logger.info(
-            "contrastive batch: %d sentences per step across %d process(es), %d in-batch negatives per anchor; "
+            "contrastive batch: %d sentences per step across %d process(es), %s; "
             "optimizer batch %d sentences (x %d accumulation steps); %s; loss %s",
             batch,
             self.args.world_size,
-            batch - 1 if getattr(loss, "in_batch_negatives", True) else 0,
+            # with no loss, the parts' terms are the whole objective and say what each anchor is compared with
+            "the parts' own objective"
+            if loss is None
+            else f"{batch - 1 if getattr(loss, 'in_batch_negatives', True) else 0} in-batch negatives per anchor",
             batch * accumulation,
             accumulation,
             f"DeepSpeed ZeRO-{self.zero_stage}" if self.is_deepspeed_enabled else "no DeepSpeed",

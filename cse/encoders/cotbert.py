@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import torch
 
-from ..prompts import TemplateTokens, last_mask_states
+from ..prompts import last_mask_states
 from .prompt import PromptEncoder
 
 DENOISINGS = ("pad", "position", "none")
@@ -100,18 +100,16 @@ class CoTBERTEncoder(PromptEncoder):
         # read once: a tokenizer's property inside the forward breaks a compiled graph
         self.pad_id = tokenizer.pad_token_id
 
-    def template_bias(self, tokens: TemplateTokens, lengths: torch.Tensor, longest: int) -> torch.Tensor:
+    def template_bias(self, template: int, lengths: torch.Tensor, longest: int) -> torch.Tensor:
         """``(rows, d)``: b(n) of each row of ``lengths`` tokens (n = length - len(template)), from one
         forward of the noise rows n = 0 .. ``longest`` - len(template) (:func:`pad_noise_rows`);
         PromptBERT's bias with ``denoise="position"``."""
         if self.denoising == "position":
-            return super().template_bias(tokens, lengths, longest)
-        # PromptEncoder's buffer of the template's ids (on the model's device, where the rows are made), found by
-        # identity, which torch.compile traces (a list's index() of a dataclass it does not)
-        view = next(v for v, view_tokens in enumerate(self.tokens) if view_tokens is tokens)
-        template = getattr(self, f"template_ids_{view}")
+            return super().template_bias(template, lengths, longest)
+        # PromptEncoder's buffer of the template's ids, on the model's device, where the rows are made
+        tokens, ids = self.tokens[template], getattr(self, f"template_ids_{template}")
         rows = longest - len(tokens) + 1
-        ids, mask = pad_noise_rows(template, len(tokens.prefix), rows, self.pad_id)
+        ids, mask = pad_noise_rows(ids, len(tokens.prefix), rows, self.pad_id)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.bias_gradient):
             states = self.backbone_outputs(ids, mask).last_hidden_state
             noise = last_mask_states(states, ids, tokens.mask_id)

@@ -106,18 +106,20 @@ class PromptEncoder(EmbeddingEncoder):
             nn.init.normal_(self.mlp[0].weight, std=getattr(backbone.config, "initializer_range", 0.02))
             nn.init.zeros_(self.mlp[0].bias)
 
-    def view_tokens(self, view: int) -> TemplateTokens:
-        """The template of ``view`` (the last one for every view beyond)."""
-        return self.tokens[min(view, len(self.tokens) - 1)]
+    def view_template(self, view: int) -> int:
+        """The index in :attr:`tokens` of ``view``'s template (the last one for every view beyond)."""
+        return min(view, len(self.tokens) - 1)
 
     # --- the template bias ------------------------------------------------------------------------
 
-    def template_bias(self, tokens: TemplateTokens, lengths: torch.Tensor, longest: int) -> torch.Tensor:
-        """``(rows, d)``: b(k) of each row whose input (the template around k sentence tokens) has
-        ``lengths`` tokens, from one forward of the empty template at shifts 0 .. ``longest`` - len(template)
-        (``longest``: the padded input length, so that the bias batch's shape is the batch's)."""
+    def template_bias(self, template: int, lengths: torch.Tensor, longest: int) -> torch.Tensor:
+        """``(rows, d)``: b(k) of each row whose input (template number ``template`` of :attr:`tokens`
+        around k sentence tokens) has ``lengths`` tokens, from one forward of the empty template at shifts
+        0 .. ``longest`` - len(template) (``longest``: the padded input length, so that the bias batch's
+        shape is the batch's). The template by its index, which torch.compile traces as a constant."""
+        tokens = self.tokens[template]
         shifts = longest - len(tokens) + 1
-        ids = getattr(self, f"template_ids_{self.tokens.index(tokens)}").expand(shifts, -1)
+        ids = getattr(self, f"template_ids_{template}").expand(shifts, -1)
         positions = tokens.bias_position_ids(shifts, self.bias_start, ids.device)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.bias_gradient):
             states = self.backbone(input_ids=ids, position_ids=positions, return_dict=True).last_hidden_state
@@ -132,9 +134,8 @@ class PromptEncoder(EmbeddingEncoder):
         h = last_mask_states(states, ids, self.tokens[0].mask_id).view(batch, views, -1)
         if self.training and self.denoise:
             lengths = attention_mask.sum(-1)
-            h = torch.stack(
-                [h[:, v] - self.template_bias(self.view_tokens(v), lengths[:, v], length) for v in range(views)], dim=1
-            )
+            biases = [self.template_bias(self.view_template(v), lengths[:, v], length) for v in range(views)]
+            h = torch.stack([h[:, v] - bias for v, bias in enumerate(biases)], dim=1)
         if self.training and self.mlp is not None:
             h = self.mlp(h)
         return {"embeddings": h}
@@ -149,7 +150,7 @@ class PromptEncoder(EmbeddingEncoder):
         h = super().sentence_embedding(pooler_type, input_ids, attention_mask, token_type_ids, backbone)
         if pooler_type != DENOISED_POOLER:
             return h
-        return h - self.template_bias(self.tokens[0], attention_mask.sum(-1), input_ids.shape[-1])
+        return h - self.template_bias(0, attention_mask.sum(-1), input_ids.shape[-1])
 
     def tokenize_sentences(self, sentences: Sequence[str], max_length: int | None = None) -> dict:
         """Each sentence inside the first template as one string, a period appended where it ends in none
