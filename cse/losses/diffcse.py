@@ -30,13 +30,17 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-CITATION = """@inproceedings{chuang2022diffcse,
-  title = {{DiffCSE}: Difference-based Contrastive Learning for Sentence Embeddings},
-  author = {Chuang, Yung-Sung and Dangovski, Rumen and Luo, Hongyin and Zhang, Yang and Chang, Shiyu and Soljacic, Marin and Li, Shang-Wen and Yih, Wen-tau and Kim, Yoon and Glass, James},
-  booktitle = {Proceedings of the 2022 Conference of the North American Chapter of the Association for Computational Linguistics: Human Language Technologies (NAACL 2022)},
-  pages = {4207--4218},
-  year = {2022},
-}"""
+CITATION = (  # one field a line (the model card's reader); long lines split in the source only
+    "@inproceedings{chuang2022diffcse,\n"
+    "  title = {{DiffCSE}: Difference-based Contrastive Learning for Sentence Embeddings},\n"
+    "  author = {Chuang, Yung-Sung and Dangovski, Rumen and Luo, Hongyin and Zhang, Yang and Chang, Shiyu and "
+    "Soljacic, Marin and Li, Shang-Wen and Yih, Wen-tau and Kim, Yoon and Glass, James},\n"
+    "  booktitle = {Proceedings of the 2022 Conference of the North American Chapter of the Association for "
+    "Computational Linguistics: Human Language Technologies},\n"
+    "  pages = {4207--4218},\n"
+    "  year = {2022},\n"
+    "}"
+)
 
 MASKING_RULES = ("bert", "mask")
 POSITIONS = ("every", "masked")

@@ -159,7 +159,8 @@ class DiffCSE(Part):
         "softmax": "L_RTD is added to the replaced softmax's loss (MixCSE's mixed negatives), both over the same "
         "projected embeddings h; D is conditioned on each view's h as alone; MixCSE's model selection through "
         "SimCSE's MLP does not apply (DiffCSE's projector is used in training only).",
-        EVERY_PART: "Another part's extra forwards (V-advCSE's perturbed anchors) embed through DiffCSE's projector, in "
+        EVERY_PART: "Another part's extra forwards (V-advCSE's perturbed anchors) embed through DiffCSE's projector, "
+        "in "
         "training mode (BatchNorm over the rows of that forward); only the two-view forward's embeddings condition D.",
     }
 
