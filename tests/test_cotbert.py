@@ -193,7 +193,7 @@ def test_the_last_mask_is_pooled(encoder):
 @pytest.mark.parametrize("n", [0, 1, 32])
 def test_noise_row_n_holds_n_attended_pads_where_the_sentence_goes(n):
     _, (anchor, _, negative) = templates("bert")
-    ids, mask = pad_noise_rows(anchor, 33, 0)
+    ids, mask = (x.tolist() for x in pad_noise_rows(torch.tensor(anchor.empty), len(anchor.prefix), 33, 0))
     assert len(ids) == 33 and all(len(row) == 18 + 32 for row in ids)
     row, row_mask = ids[n], mask[n]
     assert row[:5] == BERT_PREFIX["anchor"] and row[5 : 5 + n] == [0] * n and row[5 + n : 18 + n] == BERT_SUFFIX
@@ -201,7 +201,7 @@ def test_noise_row_n_holds_n_attended_pads_where_the_sentence_goes(n):
     assert [i for i, t in enumerate(row) if t == 103] == [7 + n, 15 + n]
     if n == 0:
         assert row[:18] == anchor.empty
-    ids, mask = pad_noise_rows(negative, 33, 0)
+    ids, mask = (x.tolist() for x in pad_noise_rows(torch.tensor(negative.empty), len(negative.prefix), 33, 0))
     assert sum(mask[n]) == 20 + n and [i for i, t in enumerate(ids[n]) if t == 103] == [9 + n, 17 + n]
 
 

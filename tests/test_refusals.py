@@ -20,6 +20,7 @@ import anli_eval
 import run_adcse
 import run_esimcse
 import run_mixcse
+import run_promptbert
 import run_sarcse
 import run_sgbert
 import run_simcse
@@ -35,6 +36,7 @@ MAINS = {
     "adcse": run_adcse.main,
     "esimcse": run_esimcse.main,
     "mixcse": run_mixcse.main,
+    "promptbert": run_promptbert.main,
     "sarcse": run_sarcse.main,
     "sgbert": run_sgbert.main,
     "vadvcse": run_vadvcse.main,
@@ -104,6 +106,16 @@ OUT_OF_RANGE = [
         "--momentum_start set, but --queue_size 0 leaves no momentum encoder",
     ),
     ("mixcse", "--mix_lambda 1", "--mix_lambda must lie in [0, 1), got 1"),
+    (
+        "promptbert",
+        "--template *cls*_*mask*_means_*sent_0*.*sep+*",
+        "--template '*cls*_*mask*_means_*sent_0*.*sep+*': its *mask* comes before *sent_0*",
+    ),
+    (
+        "promptbert",
+        "--positive_template *cls*_It_means*mask*.*sep+*",
+        "--positive_template '*cls*_It_means*mask*.*sep+*'",
+    ),
     ("mixcse", "--mix_lambda -0.2", "--mix_lambda must lie in [0, 1), got -0.2"),
     ("sarcse", "--alpha 0", "--alpha must be > 0, got 0"),
     ("sarcse", "--beta -1", "--beta must be >= 0, got -1"),

@@ -40,18 +40,20 @@ from .prompt import PromptEncoder
 DENOISINGS = ("pad", "position", "none")
 
 
-def pad_noise_rows(tokens: TemplateTokens, rows: int, pad_id: int) -> tuple[list[list[int]], list[list[int]]]:
-    """``(input_ids, attention_mask)`` of the ``rows`` noise rows of a template: row k is ``prefix +
-    [PAD] * k + suffix``, attended over those, then ``rows - 1 - k`` masked [PAD]s (released models.py
-    l.54-62): under BERT's position ids row k's suffix sits where a sentence of k tokens puts it (RoBERTa
-    gives [PAD]s its padding position, and the suffix the empty template's positions, as in the release)."""
-    ids, mask = [], []
-    width = len(tokens) + rows - 1
-    for k in range(rows):
-        row = [*tokens.prefix, *[pad_id] * k, *tokens.suffix]
-        ids.append(row + [pad_id] * (width - len(row)))
-        mask.append([1] * len(row) + [0] * (width - len(row)))
-    return ids, mask
+def pad_noise_rows(template: torch.Tensor, prefix: int, rows: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask)``, ``(rows, len(template) + rows - 1)``, of the noise rows of a template
+    (its ids with no sentence, ``template``, of which the first ``prefix`` are the prefix): row k is ``prefix
+    + [PAD] * k + suffix``, attended over those, then ``rows - 1 - k`` masked [PAD]s (released models.py
+    l.54-62). Under BERT's position ids row k's suffix sits where a sentence of k tokens puts it (RoBERTa
+    gives [PAD]s its padding position, and the suffix the empty template's positions, as in the release).
+    Made with device operations from ``template`` alone: nothing is copied from the host."""
+    length = template.shape[0]
+    position = torch.arange(length + rows - 1, device=template.device)[None]
+    k = torch.arange(rows, device=template.device)[:, None]
+    in_suffix = (position >= prefix + k) & (position < length + k)
+    source = torch.where(position < prefix, position, position - k).clamp(0, length - 1)
+    ids = template[source].masked_fill(~(in_suffix | (position < prefix)), pad_id)
+    return ids, (position < length + k).long()
 
 
 class CoTBERTEncoder(PromptEncoder):
@@ -93,9 +95,13 @@ class CoTBERTEncoder(PromptEncoder):
             test_embedding="raw",
         )
         self.denoising = denoise
-        # the noise rows' ids and masks on the device by (template, rows): made on a batch length's first
-        # step, so that a captured step (--cuda_graphs) copies nothing from the host
-        self._noise_inputs: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        # each template's ids with no sentence, on the model's device (not saved: the templates are), so that
+        # the noise rows are made without a copy from the host (--cuda_graphs captures the step)
+        self.pad_id = (
+            tokenizer.pad_token_id
+        )  # read once: a tokenizer's property inside the forward breaks a compiled graph
+        for v, tokens in enumerate(self.tokens):
+            self.register_buffer(f"empty_template_{v}", torch.tensor(tokens.empty), persistent=False)
 
     def template_bias(self, tokens: TemplateTokens, lengths: torch.Tensor, longest: int) -> torch.Tensor:
         """``(rows, d)``: b(n) of each row of ``lengths`` tokens (n = length - len(template)), from one
@@ -103,11 +109,10 @@ class CoTBERTEncoder(PromptEncoder):
         PromptBERT's bias with ``denoise="position"``."""
         if self.denoising == "position":
             return super().template_bias(tokens, lengths, longest)
-        key = (tokens, longest - len(tokens) + 1, lengths.device)
-        if key not in self._noise_inputs:
-            rows = pad_noise_rows(tokens, key[1], self.tokenizer.pad_token_id)
-            self._noise_inputs[key] = tuple(torch.tensor(x, device=lengths.device) for x in rows)
-        ids, mask = self._noise_inputs[key]
+        view = next(v for v, view_tokens in enumerate(self.tokens) if view_tokens is tokens)
+        template = getattr(self, f"empty_template_{view}")
+        rows = longest - len(tokens) + 1
+        ids, mask = pad_noise_rows(template, len(tokens.prefix), rows, self.pad_id)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.bias_gradient):
             states = self.backbone_outputs(ids, mask).last_hidden_state
             noise = last_mask_states(states, ids, tokens.mask_id)
