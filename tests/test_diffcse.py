@@ -321,7 +321,7 @@ def test_trains_alone_with_a_frozen_generator_and_its_export_embeds_as_the_train
     exported = load_file(str(tmp_path / "out" / "model.safetensors"))
     assert not any("discriminator" in k or "electra" in k or "head." in k for k in exported)
     args = json.loads((tmp_path / "out" / "run_args.json").read_text())
-    assert generator in json.dumps(args)
+    assert generator in json.dumps(args) and generator in (tmp_path / "out" / "README.md").read_text()
     ours = trainer.model.encode(SENTENCES, batch_size=3)
     loaded = load_model(str(tmp_path / "out")).encode(SENTENCES, batch_size=2)
     torch.testing.assert_close(loaded, ours, rtol=0, atol=1e-5)
