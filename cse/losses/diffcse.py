@@ -104,7 +104,24 @@ def rtd_loss(
     2)`` (class 1: replaced) against ``replaced`` ``(rows, length)``: the per-position cross-entropy
     -log softmax(logits)[label], computed in float32 at least, reduced as ``reduction`` says:
     ``padded_mean`` over every position of the padded batch (the released code), ``token_mean`` over
-    the real tokens, ``sum`` over the real tokens (the paper's L_RTD)."""
+    the real tokens, ``sum`` over the real tokens (the paper's L_RTD).
+
+    Relations: with the released reduction each padding position adds its own cross-entropy to the
+    mean, so the value depends on the padded width; ``sum`` is ``token_mean`` times the real tokens.
+
+    Example::
+
+        >>> import torch
+        >>> from cse.losses.diffcse import edited_inputs, rtd_loss
+        >>> ids = torch.tensor([[101, 2023, 2003, 102, 0]])
+        >>> attention = torch.tensor([[1, 1, 1, 1, 0]])
+        >>> edited, replaced = edited_inputs(ids, torch.tensor([[7, 2023, 2154, 102, 9]]), attention, cls_id=101)
+        >>> edited.tolist(), replaced.tolist()  # position 0 set to [CLS]; padding id and label 0
+        ([[101, 2023, 2154, 102, 0]], [[0, 0, 1, 0, 0]])
+        >>> logits = torch.zeros(1, 5, 2)  # D undecided: log 2 at every position
+        >>> [round(rtd_loss(logits, replaced, attention, r).item(), 4) for r in ("padded_mean", "token_mean", "sum")]
+        [0.6931, 0.6931, 2.7726]
+    """
     if reduction not in REDUCTIONS:
         raise ValueError(f"unknown reduction {reduction!r}: {', '.join(REDUCTIONS)}")
     dtype = torch.promote_types(logits.dtype, torch.float32)
