@@ -182,7 +182,8 @@ class Part:
 
     def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The training batch, ``(batch, 2, length)`` tensors, after this part remade its views (in
-        the data loader, on the CPU)."""
+        the data loader, on the CPU); a part whose encoder and loss read more views may give more
+        (CoT-BERT's three templates)."""
         return batch
 
     # --- the trainer ----------------------------------------------------------------------------

@@ -163,10 +163,21 @@ def test_the_sentence_is_cut_never_the_template():
 # --- the encoder: pooling, noise rows, subtraction (docs/methods/cotbert.md, "Denoising") ----------
 
 
+def no_dropout_encoder(model_dir, family):
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    return CoTBERTEncoder(AutoModel.from_pretrained(model_dir), tok, TEMPLATES[family], mlp=False)
+
+
 @pytest.fixture(scope="module")
 def encoder(no_dropout_bert):
-    tok = AutoTokenizer.from_pretrained(no_dropout_bert)
-    return CoTBERTEncoder(AutoModel.from_pretrained(no_dropout_bert), tok, TEMPLATES["bert"], mlp=False)
+    return no_dropout_encoder(no_dropout_bert, "bert")
+
+
+def views_of(encoder, batch):
+    """The part's three views of a tokenised batch, as the collator hands it two."""
+    part = CoTBERT(CoTBERTArguments())
+    part.keep_templates(encoder)
+    return part.views({k: v[:, None].expand(-1, 2, -1) for k, v in batch.items()})
 
 
 def states(encoder, ids, mask=None):
@@ -205,15 +216,16 @@ def test_noise_row_n_holds_n_attended_pads_where_the_sentence_goes(n):
     assert sum(mask[n]) == 20 + n and [i for i, t in enumerate(ids[n]) if t == 103] == [9 + n, 17 + n]
 
 
-def test_each_view_has_its_own_templates_noise_subtracted(encoder):
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_each_view_has_its_own_templates_noise_subtracted(family, no_dropout_backbones):
     """Training forward (no dropout, no MLP): view v's embedding is its last-[MASK] state less the
     state at the last [MASK] of template v with n attended [PAD]s, n the sentence's tokens (the view's
-    attention sum less the template's length: 18, 18, 20)."""
-    part = CoTBERT(CoTBERTArguments())
-    part.tokens, part.special_ids, part.pad_id = encoder.tokens, frozenset(encoder.tokenizer.all_special_ids), 0
+    attention sum less the template's length: BERT's 18, 18, 20; RoBERTa's 21, 21, 23)."""
+    encoder = no_dropout_encoder(no_dropout_backbones[family], family)
     tok = encoder.tokenizer
+    mask_id, pad_id = tok.mask_token_id, tok.pad_token_id
     batch = tok.pad(tok(["a cat sat on the mat", "rain"]), return_tensors="pt")
-    batch = part.views({k: v[:, None].expand(-1, 2, -1) for k, v in batch.items()})
+    batch = views_of(encoder, batch)
     assert batch["input_ids"].shape[:2] == (2, 3)
     encoder.train()
     with torch.no_grad():
@@ -225,9 +237,9 @@ def test_each_view_has_its_own_templates_noise_subtracted(encoder):
             row = template.wrap(words)
             assert batch["attention_mask"][i, v].sum() == len(template) + n
             assert batch["input_ids"][i, v, : len(row)].tolist() == row
-            h = states(encoder, row)[len(row) - 1 - row[::-1].index(103)]
-            noise_row = [*template.prefix, *[0] * n, *template.suffix]
-            b = states(encoder, noise_row)[len(noise_row) - 1 - noise_row[::-1].index(103)]
+            h = states(encoder, row)[len(row) - 1 - row[::-1].index(mask_id)]
+            noise_row = [*template.prefix, *[pad_id] * n, *template.suffix]
+            b = states(encoder, noise_row)[len(noise_row) - 1 - noise_row[::-1].index(mask_id)]
             torch.testing.assert_close(got[i, v], h - b, rtol=0, atol=1e-5)
 
 
@@ -240,10 +252,7 @@ def test_the_gradient_reaches_the_encoder_through_the_noise(no_dropout_bert):
         enc = CoTBERTEncoder(
             AutoModel.from_pretrained(no_dropout_bert), tok, TEMPLATES["bert"], bias_gradient=bias_gradient
         )
-        part = CoTBERT(CoTBERTArguments())
-        part.tokens, part.special_ids, part.pad_id = enc.tokens, frozenset(tok.all_special_ids), 0
-        batch = tok.pad(tok(SENTENCES[:4]), return_tensors="pt")
-        batch = part.views({k: v[:, None].expand(-1, 2, -1) for k, v in batch.items()})
+        batch = views_of(enc, tok.pad(tok(SENTENCES[:4]), return_tensors="pt"))
         enc.train()
         z = enc(**batch)["embeddings"]
         CoTBERTLoss(gather_across_devices=False)(z[:, 0], z[:, 1], z[:, 2]).backward()

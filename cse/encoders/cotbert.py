@@ -38,6 +38,8 @@ from ..prompts import TemplateTokens, last_mask_states
 from .prompt import PromptEncoder
 
 DENOISINGS = ("pad", "position", "none")
+# what cse_config.json records to build the encoder again: its constructor's arguments
+EXPORTED = ("templates", "denoise", "bias_gradient", "mlp", "bias_start")
 
 
 def pad_noise_rows(template: torch.Tensor, prefix: int, rows: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,22 +121,10 @@ class CoTBERTEncoder(PromptEncoder):
         return noise.index_select(0, lengths - len(tokens))
 
     def export_config(self) -> dict:
-        return {
-            "templates": list(self.templates),
-            "denoise": self.denoising,
-            "bias_gradient": self.bias_gradient,
-            "mlp": self.mlp is not None,
-            "bias_start": self.bias_start,
-        }
+        """PromptEncoder's record with CoT-BERT's denoising in place of its flag (its evaluation is the raw state)."""
+        config = {**super().export_config(), "denoise": self.denoising}
+        return {key: config[key] for key in EXPORTED}
 
     @classmethod
     def from_export(cls, backbone, tokenizer, config: dict) -> CoTBERTEncoder:
-        return cls(
-            backbone,
-            tokenizer,
-            config["templates"],
-            denoise=config["denoise"],
-            bias_gradient=config["bias_gradient"],
-            mlp=config["mlp"],
-            bias_start=config["bias_start"],
-        )
+        return cls(backbone, tokenizer, **{key: config[key] for key in EXPORTED})

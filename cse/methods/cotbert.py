@@ -146,10 +146,7 @@ class CoTBERT(promptbert.PromptBERT):
             )
         except ValueError as err:
             raise CSEUsageError(str(err), hint="write the template as the released train.py does") from err
-        self.tokens = encoder.tokens
-        self.special_ids = frozenset(tokenizer.all_special_ids)
-        self.pad_id = tokenizer.pad_token_id
-        return encoder
+        return self.keep_templates(encoder)
 
     def loss(self, loss, model, replaced):
         """None: the extended InfoNCE of the three views is the whole objective (:meth:`terms`)."""

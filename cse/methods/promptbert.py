@@ -193,9 +193,13 @@ class PromptBERT(Part):
             )
         except ValueError as err:
             raise CSEUsageError(str(err), hint="write the template as the released run.sh does") from err
+        return self.keep_templates(encoder)
+
+    def keep_templates(self, encoder):
+        """``encoder``, its templates and its tokenizer's special and padding ids kept for :meth:`views`."""
         self.tokens = encoder.tokens
-        self.special_ids = frozenset(tokenizer.all_special_ids)
-        self.pad_id = tokenizer.pad_token_id
+        self.special_ids = frozenset(encoder.tokenizer.all_special_ids)
+        self.pad_id = encoder.tokenizer.pad_token_id
         return encoder
 
     # --- the batch ------------------------------------------------------------------------------
