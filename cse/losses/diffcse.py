@@ -88,8 +88,8 @@ def edited_inputs(
     (the paper's x'') x'' takes the generator's token only where a token was selected for masking;
     without it (the released code), everywhere, so an unselected position whose generated token differs
     counts as replaced. Padding (``attention_mask`` 0) gets id 0 and label 0."""
-    generated = generated.clone()
-    generated[:, 0] = cls_id
+    # a new tensor, not an in-place write of a Python number (which copies it from the host inside the step)
+    generated = torch.cat([torch.full_like(generated[:, :1], cls_id), generated[:, 1:]], dim=1)
     if selected is not None:
         generated = torch.where(selected, generated, input_ids)
     attention = attention_mask.to(input_ids.dtype)

@@ -48,7 +48,7 @@ from ..losses.diffcse import (
     rtd_loss,
     rtd_statistics,
 )
-from ..modeling import check_model_path, load_encoder
+from ..modeling import check_model_path, load_encoder, prepared_attention_mask
 from ..parts import EVERY_PART, Part, Step
 from ..ranges import RANGE, Range, check_choices, check_fields, non_negative
 from ..registry import BACKBONE, BenchShape, MethodRecord, register
@@ -245,7 +245,9 @@ class DiffCSE(Part):
         """G's token at every position of the masked ``(rows, length)`` ids, without gradient: the argmax
         of its logits, or a sample from their softmax (Gumbel-max: argmax(logits - log E), E ~ Exp(1))."""
         with torch.no_grad():
-            logits = self.generator(input_ids=masked, attention_mask=attention_mask).logits
+            # the 4D mask built from the shape alone: given the 2D one, transformers reads it on the host
+            mask = prepared_attention_mask(self.generator, attention_mask)
+            logits = self.generator(input_ids=masked, attention_mask=mask).logits
             if self.args.generator_decoding == "sample":
                 logits = logits.float() - torch.empty_like(logits, dtype=torch.float32).exponential_().log()
             return logits.argmax(-1)
