@@ -118,6 +118,8 @@ def test_the_papers_masking_masks_every_selected_token():
 class FixedLogits(torch.nn.Module):
     """A stand-in generator whose logits are the same at every position."""
 
+    config = type("Config", (), {"model_type": "fixed", "_attn_implementation": "eager"})  # its 2D mask kept
+
     def __init__(self, logits):
         super().__init__()
         self.row = torch.tensor(logits)
