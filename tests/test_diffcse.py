@@ -346,6 +346,34 @@ def test_killed_and_resumed_bit_identical(tiny_bert, generator, tmp_path, monkey
 
 
 @pytest.mark.e2e
+def test_two_processes_keep_one_discriminator(tiny_bert, generator, tmp_path):
+    """Under DDP (two CPU processes, gloo) the discriminator's forward runs outside the wrapped model's, and
+    its gradients are still averaged: after three steps every weight is the same on both ranks, the
+    discriminator's moved from the pretrained ones; only the projector's BatchNorm running statistics, each
+    process's own batch's (never read: evaluation skips the projector), differ."""
+    import subprocess
+
+    from safetensors.torch import load_file
+
+    from .conftest import torchrun
+
+    argv = small_run_argv(tiny_bert, tmp_path / "out", 3, "--use_cpu", "true", "--learning_rate", "1e-3")
+    argv += ["--per_device_train_batch_size", "4", "--generator_name_or_path", generator]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        torchrun("diffcse_ddp_worker.py", 29651, str(tmp_path / "rank"), *argv),
+        env=env, timeout=300, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    ranks = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in range(2)]
+    differ = sorted(name for name in ranks[0] if not torch.equal(ranks[0][name], ranks[1][name]))
+    assert differ == ["head.1.running_mean", "head.1.running_var", "head.4.running_mean", "head.4.running_var"]
+    pretrained = load_file(os.path.join(tiny_bert, "model.safetensors"))
+    name = "encoder.layer.0.output.dense.weight"
+    assert not torch.equal(ranks[0][f"discriminator.{name}"], pretrained[name])
+
+
+@pytest.mark.e2e
 def test_with_mixcse_adds_rtd_to_the_mixed_softmax(tiny_bert, generator, tmp_path):
     import run_cse
 
