@@ -136,13 +136,14 @@ class TemplateTokens:
         keep = max_length - len(self.suffix)
         return [*ids[:keep], *ids[len(ids) - len(self.suffix) :]]
 
-    def bias_position_ids(self, shifts: int, start: int = 0) -> torch.Tensor:
+    def bias_position_ids(self, shifts: int, start: int = 0, device=None) -> torch.Tensor:
         """``(shifts, len(self))`` position ids of the template with no sentence, row k as if a
         sentence of k tokens stood between prefix and suffix: ``start + j`` for the prefix's j,
-        ``start + j + k`` after it (released models.py ``get_delta``, l.96-98)."""
-        positions = torch.arange(len(self)).repeat(shifts, 1)
-        positions[:, len(self.prefix) :] += torch.arange(shifts)[:, None]
-        return positions + start
+        ``start + j + k`` after it (released models.py ``get_delta``, l.96-98); made on ``device``
+        (no copy from the host)."""
+        columns = torch.arange(len(self), device=device)
+        shift = torch.arange(shifts, device=device)[:, None] * (columns >= len(self.prefix))
+        return columns + shift + start
 
 
 def last_mask_states(states: torch.Tensor, input_ids: torch.Tensor, mask_id: int) -> torch.Tensor:

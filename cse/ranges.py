@@ -20,6 +20,12 @@ from .errors import CSEUsageError
 RANGE = "range"
 
 
+def flag(default, help_text: str, **metadata):
+    """A flag's dataclass field: its default, its help, and the rest of its metadata (``choices``,
+    :data:`RANGE`)."""
+    return dataclasses.field(default=default, metadata={"help": help_text, **metadata})
+
+
 @dataclass(frozen=True)
 class Range:
     """``low <= value <= high`` (``<`` where the bound is open; None: unbounded), or one of ``also``

@@ -16,7 +16,7 @@ import run_cse
 import run_promptbert
 from cse.arguments import parse_args
 from cse.data import tokenize_lines
-from cse.encoders.prompt import DENOISED_POOLER, RAW_POOLER, PromptEncoder
+from cse.encoders.prompt import DENOISED_POOLER, RAW_POOLER, PromptEncoder, position_start
 from cse.losses import InfoNCELoss
 from cse.methods.promptbert import TEMPLATES, PromptBERT, PromptBERTArguments
 from cse.modeling import load_model
@@ -88,6 +88,15 @@ def test_a_long_sentence_is_cut_and_the_template_kept(tokenizer):
     # the evaluation's cut keeps the template too
     tokens = TemplateTokens.of(tokenizer, TEMPLATES["bert"][0])
     assert tokens.fit(first, 20) == [*first[:15], *first[-5:]]
+
+
+def test_a_literal_mask_token_in_a_sentence_stays_and_the_templates_is_read(tokenizer):
+    corpus = tokenize_lines(tokenizer, ["[MASK] said he [MASK]"], 34)
+    views = built_part(tokenizer).views(collated(tokenizer, corpus["input_ids"]))
+    ids = views["input_ids"][0, 0]
+    assert ids.tolist() == [101, 2023, 6251, 1997, 1000, 103, 2056, 2002, 103, 1000, 2965, 103, 1012, 102]
+    states = torch.arange(14, dtype=torch.float64).view(1, 14, 1)
+    assert last_mask_states(states, ids[None], 103).item() == 11  # the template's, after the sentence
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +294,25 @@ def test_the_evaluation_input_is_template_1_with_a_period_and_its_embedding_the_
     k = len(encoded["input_ids"][0]) - 10
     b = mask_state(encoder.backbone, encoder.tokens[0].empty, torch.tensor([[0, 1, 2, 3, 4, *range(5 + k, 10 + k)]]))
     assert torch.allclose(denoised[0], vectors[0] - b, atol=1e-6)
+
+
+def test_the_papers_bias_positions_are_robertas_own_from_2(no_dropout_roberta, no_dropout_bert):
+    """--bias_positions model (--variant paper): RoBERTa's sentence forward numbers its tokens from
+    padding_idx + 1 = 2, and so does the bias forward; the released ids start at 0 (BERT's own)."""
+    roberta = AutoModel.from_pretrained(no_dropout_roberta).double()
+    assert position_start(roberta) == 2 and position_start(AutoModel.from_pretrained(no_dropout_bert)) == 0
+    tokenizer = AutoTokenizer.from_pretrained(no_dropout_roberta)
+    encoder = PromptEncoder(roberta, tokenizer, TEMPLATES["roberta"], bias_start=2, test_embedding="denoised")
+    encoder.double().eval()
+    assert encoder.eval_pooler == DENOISED_POOLER
+    ids = encoder.tokenize_sentences(["a man plays"])["input_ids"][0]
+    k = len(ids) - 10
+    out = roberta(input_ids=torch.tensor([ids]), return_dict=True).last_hidden_state[0]
+    h = out[ids.index(tokenizer.mask_token_id)]  # RoBERTa's own ids: 2, 3, ...
+    positions = torch.tensor([[2, 3, 4, 5, 6, *range(7 + k, 12 + k)]])
+    empty = encoder.tokens[0].empty
+    b = roberta(input_ids=torch.tensor([empty]), position_ids=positions, return_dict=True).last_hidden_state[0, 7]
+    assert torch.allclose(encoder.encode(["a man plays"])[0].double(), h - b, atol=1e-6)
 
 
 def test_the_mask_state_is_the_last_mask_token_of_each_row():

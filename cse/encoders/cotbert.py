@@ -97,13 +97,8 @@ class CoTBERTEncoder(PromptEncoder):
             test_embedding="raw",
         )
         self.denoising = denoise
-        # each template's ids with no sentence, on the model's device (not saved: the templates are), so that
-        # the noise rows are made without a copy from the host (--cuda_graphs captures the step)
-        self.pad_id = (
-            tokenizer.pad_token_id
-        )  # read once: a tokenizer's property inside the forward breaks a compiled graph
-        for v, tokens in enumerate(self.tokens):
-            self.register_buffer(f"empty_template_{v}", torch.tensor(tokens.empty), persistent=False)
+        # read once: a tokenizer's property inside the forward breaks a compiled graph
+        self.pad_id = tokenizer.pad_token_id
 
     def template_bias(self, tokens: TemplateTokens, lengths: torch.Tensor, longest: int) -> torch.Tensor:
         """``(rows, d)``: b(n) of each row of ``lengths`` tokens (n = length - len(template)), from one
@@ -111,8 +106,10 @@ class CoTBERTEncoder(PromptEncoder):
         PromptBERT's bias with ``denoise="position"``."""
         if self.denoising == "position":
             return super().template_bias(tokens, lengths, longest)
+        # PromptEncoder's buffer of the template's ids (on the model's device, where the rows are made), found by
+        # identity, which torch.compile traces (a list's index() of a dataclass it does not)
         view = next(v for v, view_tokens in enumerate(self.tokens) if view_tokens is tokens)
-        template = getattr(self, f"empty_template_{view}")
+        template = getattr(self, f"template_ids_{view}")
         rows = longest - len(tokens) + 1
         ids, mask = pad_noise_rows(template, len(tokens.prefix), rows, self.pad_id)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.bias_gradient):

@@ -92,6 +92,9 @@ class PromptEncoder(EmbeddingEncoder):
             raise ValueError(f"test_embedding must be one of {', '.join(TEST_EMBEDDINGS)}, got {test_embedding!r}")
         self.templates = tuple(templates)
         self.tokens = [TemplateTokens.of(tokenizer, template, self.masks) for template in self.templates]
+        for i, tokens in enumerate(self.tokens):
+            # the template bias's input, on the model's device: made once, not copied from the host each step
+            self.register_buffer(f"template_ids_{i}", torch.tensor(tokens.empty), persistent=False)
         self.text = template_text(self.templates[0], tokenizer.mask_token)
         self.denoise, self.bias_start, self.bias_gradient = denoise, bias_start, bias_gradient
         self.test_embedding = test_embedding
@@ -114,9 +117,8 @@ class PromptEncoder(EmbeddingEncoder):
         ``lengths`` tokens, from one forward of the empty template at shifts 0 .. ``longest`` - len(template)
         (``longest``: the padded input length, so that the bias batch's shape is the batch's)."""
         shifts = longest - len(tokens) + 1
-        device = lengths.device
-        ids = torch.tensor(tokens.empty, device=device).repeat(shifts, 1)
-        positions = tokens.bias_position_ids(shifts, self.bias_start).to(device)
+        ids = getattr(self, f"template_ids_{self.tokens.index(tokens)}").expand(shifts, -1)
+        positions = tokens.bias_position_ids(shifts, self.bias_start, ids.device)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.bias_gradient):
             states = self.backbone(input_ids=ids, position_ids=positions, return_dict=True).last_hidden_state
         return states[:, tokens.mask_index].index_select(0, lengths - len(tokens))

@@ -17,7 +17,7 @@ numbers); docs/methods/cotbert.md lists where the paper reads otherwise (flags C
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -26,7 +26,7 @@ from ..encoders.prompt import position_start
 from ..errors import CSEUsageError
 from ..losses.cotbert import CITATION, CoTBERTLoss
 from ..prompts import template_problem
-from ..ranges import RANGE, Range, check_choices, check_fields
+from ..ranges import RANGE, Range, check_choices, check_fields, flag
 from ..registry import BenchShape, MethodRecord, register
 from . import promptbert
 
@@ -46,11 +46,6 @@ TEMPLATES = {
     ),
 }
 TEMPLATE_FLAGS = ("template", "positive_template", "negative_template")
-
-
-def flag(default, help_text: str, **metadata):
-    """A flag's field: its default, its help, and the rest of its metadata (``choices``, ``range``)."""
-    return field(default=default, metadata={"help": help_text, **metadata})
 
 
 @dataclass

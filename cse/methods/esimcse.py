@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch.func import functional_call
@@ -42,7 +42,7 @@ from ..distributed import all_gather_with_grad
 from ..errors import CSEUsageError
 from ..losses.esimcse import CITATION, ESimCSELoss
 from ..parts import EVERY_PART, Part
-from ..ranges import RANGE, Range, check_choices, check_fields, probability
+from ..ranges import RANGE, Range, check_choices, check_fields, flag, probability
 from ..registry import BenchShape, MethodRecord, register
 from ..repetition import RULES, RepeatedViews, repeat_some, repetition_choices, sentence_generator
 
@@ -53,11 +53,6 @@ VARIANTS = ("released", "paper")
 VARIANT_DEFAULTS = {"released": ("released", False, "random"), "paper": ("paper", True, "pretrained")}
 MOMENTUM_STARTS = ("random", "pretrained")
 HEAD = "pooler."  # the backbone's pooling layer is the model's head (SimCSE's MLP): online, never copied
-
-
-def flag(default, help_text: str, **metadata):
-    """A flag's field: its default, its help, and the rest of its metadata (``choices``, ``range``)."""
-    return field(default=default, metadata={"help": help_text, **metadata})
 
 
 @dataclass

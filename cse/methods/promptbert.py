@@ -20,7 +20,7 @@ denoised as the paper's "denoised sentence representation") and RoBERTa's bias p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -29,7 +29,7 @@ from ..errors import CSEUsageError
 from ..modeling import load_encoder
 from ..parts import Part
 from ..prompts import TemplateTokens, template_problem
-from ..ranges import check_choices, check_fields
+from ..ranges import check_choices, check_fields, flag
 from ..registry import BenchShape, MethodRecord, register
 
 CITATION = (  # one field a line (the model card's reader); the author line split in the source only
@@ -60,11 +60,6 @@ VARIANTS = ("released", "paper")
 VARIANT_DEFAULTS = {"released": ("released", "raw"), "paper": ("model", "denoised")}
 BIAS_POSITIONS = ("released", "model")
 EMBEDDINGS = ("raw", "denoised")
-
-
-def flag(default, help_text: str, **metadata):
-    """A flag's field: its default, its help, and the rest of its metadata (``choices``)."""
-    return field(default=default, metadata={"help": help_text, **metadata})
 
 
 @dataclass
@@ -205,12 +200,11 @@ class PromptBERT(Part):
     # --- the batch ------------------------------------------------------------------------------
 
     def sentence(self, tokens: list[int]) -> list[int]:
-        """A view's tokens without the special tokens the tokenizer put at its ends."""
-        start, end = 0, len(tokens)
-        while start < end and tokens[start] in self.special_ids:
-            start += 1
-        while end > start and tokens[end - 1] in self.special_ids:
-            end -= 1
+        """A view's tokens without the one special token the tokenizer put at each end ([CLS], [SEP]): a
+        special token the sentence itself holds (a literal [MASK]) stays, as the released code's encoding
+        of the sentence alone keeps it."""
+        start = 1 if tokens and tokens[0] in self.special_ids else 0
+        end = len(tokens) - 1 if len(tokens) > start and tokens[-1] in self.special_ids else len(tokens)
         return tokens[start:end]
 
     def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
