@@ -31,7 +31,7 @@ masking, the loss's mean over the padded batch or sum over real tokens, G's drop
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from transformers import AutoConfig, AutoModelForMaskedLM
@@ -50,7 +50,7 @@ from ..losses.diffcse import (
 )
 from ..modeling import check_model_path, load_encoder, prepared_attention_mask
 from ..parts import EVERY_PART, Part, Step
-from ..ranges import RANGE, Range, check_choices, check_fields, non_negative
+from ..ranges import RANGE, Range, check_choices, check_fields, flag, non_negative
 from ..registry import BACKBONE, BenchShape, MethodRecord, register
 
 logger = logging.getLogger(__name__)
@@ -62,11 +62,6 @@ VARIANT_DEFAULTS = {
     "released": ("argmax", "every", "bert", "padded_mean", True),
     "paper": ("sample", "masked", "mask", "sum", False),
 }
-
-
-def flag(default, help_text: str, **metadata):
-    """A flag's field: its default, its help, and the rest of its metadata (``choices``, ``range``)."""
-    return field(default=default, metadata={"help": help_text, **metadata})
 
 
 @dataclass
