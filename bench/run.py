@@ -21,7 +21,7 @@ import time
 
 from cse.atomic import write_json
 from cse.environment import collect_environment
-from cse.registry import REPO, BenchShape, shape_overrides
+from cse.registry import BACKBONE, REPO, BenchShape, shape_overrides
 
 from .hardware import describe, measure_bf16_matmul_peak
 from .profiles import METHODS, PROFILES, SENTENCE_TRANSFORMERS, Profile
@@ -161,7 +161,8 @@ def method_argv(
     train_file = args.train_file
     argv = [
         os.path.join(REPO, method.config),
-        *method.args,
+        # a shape's flag may name the random backbone itself (DiffCSE's generator): BACKBONE
+        *(model_dir if arg == BACKBONE else arg for arg in method.args),
         "--model_name_or_path", model_dir,
         "--output_dir", os.path.join(run_dir, "output"),
         "--train_file", train_file,

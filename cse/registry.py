@@ -32,6 +32,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE_ARGUMENTS = (ModelArguments, DataArguments, CSETrainingArguments)
 
 
+# A flag value of a BenchShape's ``args`` that the benchmark replaces with its random backbone's directory
+BACKBONE = "{backbone}"
+
+
 @dataclass(frozen=True)
 class BenchShape:
     """How the benchmark (``python -m bench``) times one variant of a method: the run script whose

@@ -257,6 +257,16 @@ NOISY_CURVES = frozenset(
         "promptbert",
     }
 )
+# Methods whose loss on the tiny random backbone does not fall within the curve's steps, their speed options
+# otherwise checked as every method's, each with why
+SLOW_CURVES = frozenset(
+    {
+        # DiffCSE: its projector ends in an affine-free BatchNorm, which removes what all [CLS] states share
+        # there and leaves mostly the two views' dropout noise (10-step means 9.3 -> 7.7 over 100 steps at
+        # 3e-4, not within 25; the same with lambda 0, so not its RTD term)
+        "diffcse",
+    }
+)
 
 
 @pytest.mark.e2e
@@ -281,7 +291,8 @@ def test_loss_curves_are_unchanged_by_the_speed_options(method, backbones, tmp_p
     torch.testing.assert_close(curves["fast"], curves["reference"], rtol=1e-5, atol=0)
     if method in NOISY_CURVES:
         return
-    assert curves["reference"][-5:].mean() < curves["reference"][:5].mean()  # it trains
+    if method not in SLOW_CURVES:
+        assert curves["reference"][-5:].mean() < curves["reference"][:5].mean()  # it trains
     error = curves["bf16"] - curves["fast"]
     assert (error.abs() <= BF16_RELATIVE * curves["fast"].abs()).all(), error.abs().max()
     assert abs(error.mean()) <= BF16_BIAS * curves["fast"].abs().mean()

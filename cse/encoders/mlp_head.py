@@ -12,7 +12,7 @@ from ..modeling import CSEModel
 
 
 class Float32BatchNorm1d(nn.BatchNorm1d):
-    """``BatchNorm1d`` (affine, with running statistics) computed in the running statistics' dtype,
+    """``BatchNorm1d`` (with running statistics; affine or not) computed in the running statistics' dtype,
     at least float32, and returned in the input's dtype. DeepSpeed's bf16/fp16 casts the weights to
     16 bits but leaves the running statistics, buffers, in float32, a mix ``batch_norm`` refuses."""
 
@@ -25,8 +25,8 @@ class Float32BatchNorm1d(nn.BatchNorm1d):
                 x.to(dtype),
                 self.running_mean,
                 self.running_var,
-                self.weight.to(dtype),
-                self.bias.to(dtype),
+                None if self.weight is None else self.weight.to(dtype),
+                None if self.bias is None else self.bias.to(dtype),
                 self.training,
                 self.momentum,
                 self.eps,
