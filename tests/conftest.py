@@ -14,13 +14,17 @@ import sys
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from cse.run_dir import begin_checkpoint
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared")
 DATA = os.path.join(SHARED, "data")
+# a run script's process, as tests/kill_worker.py starts it (killed where CSE_TEST_KILL says)
+ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
+WORKER = os.path.join(REPO, "tests", "kill_worker.py")
+SIGKILLED = -signal.SIGKILL
 SLURM_SCRIPT = os.path.join(REPO, ".ci", "slurm")
 SENTEVAL = os.path.join(DATA, "senteval")
 WIKI_HEAD = os.path.join(DATA, "wiki1m_head.txt")
@@ -710,3 +714,43 @@ def tmpfs(path, options):
 
 # sentence-transformers/all-MiniLM-L6-v2 on the MTEB leaderboard (cosine Spearman x 100).
 MINILM_MTEB = {"STS12": 72.37, "STS13": 80.60, "STS14": 75.59, "STS15": 85.39, "STS16": 78.99, "STS-B": 82.03}
+
+
+def worker(script, argv, kill=None, check=True):
+    """``script`` with ``argv`` in a new process, SIGKILLed where ``kill`` says (tests/kill_worker.py)."""
+    env = dict(ENV)
+    if kill is not None:
+        env["CSE_TEST_KILL"] = kill
+    proc = subprocess.run(
+        [sys.executable, WORKER, script, *argv], capture_output=True, text=True, env=env, timeout=600, cwd=REPO
+    )
+    if check and proc.returncode != (SIGKILLED if kill else 0):
+        raise AssertionError(f"{kill}: exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-5000:]}")
+    return proc
+
+
+def in_process(script, argv, monkeypatch):
+    """The same command in this process (cheaper than a new one)."""
+    monkeypatch.setenv("CSE_DATA_DIR", DATA)
+    module = __import__(os.path.splitext(script)[0])
+    module.main(argv)
+
+
+def weights(out):
+    """Every weight and state tensor a finished run leaves: the exported model and the last checkpoint."""
+    last = max((p for p in os.listdir(out) if p.startswith("checkpoint-")), key=lambda p: int(p.split("-")[1]))
+    tensors = {}
+    for directory in (out, os.path.join(out, last)):
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(".safetensors"):
+                for key, value in load_file(os.path.join(directory, name)).items():
+                    tensors[f"{os.path.relpath(directory, out)}/{name}/{key}"] = value
+    return last, tensors
+
+
+def assert_bit_identical(out, reference):
+    last, got = weights(out)
+    ref_last, expected = weights(reference)
+    assert last == ref_last and got.keys() == expected.keys()
+    differ = [key for key in expected if not torch.equal(got[key], expected[key])]
+    assert not differ, f"{len(differ)} tensor(s) differ from the uninterrupted run, first {differ[0]}"

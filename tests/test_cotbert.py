@@ -339,7 +339,7 @@ def test_trains_alone_and_its_export_embeds_as_the_trainer(family, tiny_bert, ti
 @pytest.mark.e2e
 def test_killed_and_resumed_bit_identical(tiny_bert, tmp_path, monkeypatch):
     """SIGKILLed after step 5 (checkpoint-4 complete), the same command resumes to the uninterrupted run's weights."""
-    from .test_reliability import assert_bit_identical, in_process, worker
+    from .conftest import assert_bit_identical, in_process, worker
 
     in_process("run_cotbert.py", common_args(tiny_bert, tmp_path / "straight", 6, 2), monkeypatch)
     argv = common_args(tiny_bert, tmp_path / "killed", 6, 2)

@@ -335,7 +335,7 @@ def test_trains_alone_with_a_frozen_generator_and_its_export_embeds_as_the_train
 def test_killed_and_resumed_bit_identical(tiny_bert, generator, tmp_path, monkeypatch):
     """SIGKILLed after step 5 (checkpoint-4 complete), the same command resumes to the uninterrupted run's
     weights: D, its head and the projector from the checkpoint, G reloaded, the masks from the saved RNG."""
-    from .test_reliability import assert_bit_identical, in_process, worker
+    from .conftest import assert_bit_identical, in_process, worker
 
     extra = ["--generator_name_or_path", generator]
     in_process("run_diffcse.py", common_args(tiny_bert, tmp_path / "straight", 6, 2) + extra, monkeypatch)

@@ -24,8 +24,7 @@ from cse.parts import why_not
 from cse.prompts import TemplateTokens, last_mask_states, template_input, template_text
 from cse.registry import get
 
-from .conftest import REPO, TOKENIZERS, common_args, small_run_argv
-from .test_reliability import assert_bit_identical, in_process, worker
+from .conftest import REPO, TOKENIZERS, assert_bit_identical, common_args, in_process, small_run_argv, worker
 
 SENTENCE = "A man is playing a guitar"
 

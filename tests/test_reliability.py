@@ -36,12 +36,23 @@ from cse.run_dir import begin_checkpoint
 from cse.run_names import CHECKPOINT_MARKER_NAME, INCOMPLETE_NAME, LOCK_NAME, PARTS_STATE_NAME
 from cse.trainer import CSETrainer
 
-from .conftest import DATA, REPO, common_args, fake_checkpoint, method_run, refusal, tail_args, tiny_run, train_argv
+from .conftest import (
+    ENV,
+    REPO,
+    SIGKILLED,
+    assert_bit_identical,
+    common_args,
+    fake_checkpoint,
+    in_process,
+    method_run,
+    refusal,
+    tail_args,
+    tiny_run,
+    train_argv,
+    worker,
+)
 
 # OMP_NUM_THREADS is inherited, not set: the in-process reference runs use the same thread count.
-ENV = {**os.environ, "CSE_DATA_DIR": DATA, "TOKENIZERS_PARALLELISM": "false"}
-WORKER = os.path.join(REPO, "tests", "kill_worker.py")
-SIGKILLED = -signal.SIGKILL
 LONG = pytest.mark.skipif(os.environ.get("CSE_LONG_TESTS") != "1", reason="long form: set CSE_LONG_TESTS=1")
 
 
@@ -57,46 +68,6 @@ COMPOSITIONS = [
 METHODS = {
     "+".join(names): tiny_run(*names) for names in [*((record.name,) for record in registry.records()), *COMPOSITIONS]
 }
-
-
-def worker(script, argv, kill=None, check=True):
-    """``script`` with ``argv`` in a new process, SIGKILLed where ``kill`` says (tests/kill_worker.py)."""
-    env = dict(ENV)
-    if kill is not None:
-        env["CSE_TEST_KILL"] = kill
-    proc = subprocess.run(
-        [sys.executable, WORKER, script, *argv], capture_output=True, text=True, env=env, timeout=600, cwd=REPO
-    )
-    if check and proc.returncode != (SIGKILLED if kill else 0):
-        raise AssertionError(f"{kill}: exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-5000:]}")
-    return proc
-
-
-def in_process(script, argv, monkeypatch):
-    """The same command in this process (cheaper than a new one)."""
-    monkeypatch.setenv("CSE_DATA_DIR", DATA)
-    module = __import__(os.path.splitext(script)[0])
-    module.main(argv)
-
-
-def weights(out):
-    """Every weight and state tensor a finished run leaves: the exported model and the last checkpoint."""
-    last = max((p for p in os.listdir(out) if p.startswith("checkpoint-")), key=lambda p: int(p.split("-")[1]))
-    tensors = {}
-    for directory in (out, os.path.join(out, last)):
-        for name in sorted(os.listdir(directory)):
-            if name.endswith(".safetensors"):
-                for key, value in load_file(os.path.join(directory, name)).items():
-                    tensors[f"{os.path.relpath(directory, out)}/{name}/{key}"] = value
-    return last, tensors
-
-
-def assert_bit_identical(out, reference):
-    last, got = weights(out)
-    ref_last, expected = weights(reference)
-    assert last == ref_last and got.keys() == expected.keys()
-    differ = [key for key in expected if not torch.equal(got[key], expected[key])]
-    assert not differ, f"{len(differ)} tensor(s) differ from the uninterrupted run, first {differ[0]}"
 
 
 # --- one run per output directory -----------------------------------------------------------------
