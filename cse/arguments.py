@@ -598,6 +598,8 @@ class ArgumentParser(HfArgumentParser):
 
     def add_argument(self, *args, **kwargs):
         kwargs.pop(RANGE, None)
+        if isinstance(kwargs.get("help"), str):  # argparse formats help with %: "80%" is a percentage
+            kwargs["help"] = kwargs["help"].replace("%", "%%")
         return super().add_argument(*args, **kwargs)
 
     def error(self, message):

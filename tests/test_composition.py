@@ -435,3 +435,13 @@ def test_sarcse_with_vadvcse_is_eq12_over_eq10(no_dropout_roberta, tmp_path):
     assert loss.item() == pytest.approx(expected, rel=1e-6)  # the losses round to float32
     # not vacuous (without dropout the two views, and so L_R and L_R+, are alike)
     assert js > 1e-6 and len(weights) > 2 and beta * l_r.item() > 1e-3 * loss.item()
+
+
+@pytest.mark.parametrize("record", registry.records(), ids=lambda record: record.name)
+def test_every_run_scripts_help_prints(record, capsys):
+    """``run_<method>.py --help`` prints every flag's help, a percentage in one included."""
+    with pytest.raises(SystemExit) as done:
+        composition.parse(["--help"], preset=record)
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "--output_dir" in out and "--learning_rate" in out
