@@ -139,8 +139,9 @@ class ESimCSE(RepeatedViews, Part):
         "positives": "another encoder of the positives (AdCSE's momentum encoder p) would encode ESimCSE's repeated "
         "view without gradient, and its adversaries extend the softmax as ESimCSE's queue does, two extensions "
         "this build does not chain: neither paper defines the pair",
-        "embedding": "ESimCSE's queue comes from a momentum copy of the backbone; a replaced embedding (SARCSE's "
-        "autoencoder) puts weights of its own after the backbone, whose momentum form neither paper defines",
+        "embedding": "ESimCSE's queue comes from a momentum copy of the backbone and its pooler; a part that "
+        "replaces the embedding computes it its own way (an autoencoder after the backbone, a template's [MASK] "
+        "state, a projector), whose momentum form no paper defines",
     }
     notes = {
         "softmax": "One softmax: each row's columns are the replaced softmax's (MixCSE's positives and mixed "
