@@ -86,11 +86,14 @@ def looks_local(name_or_path: str) -> bool:
     return name_or_path.startswith((".", "/", "~", os.sep)) or separators > 1
 
 
-def check_model_path(name_or_path: str, cache_dir: str | None = None, require_config: bool = True) -> str:
+def check_model_path(
+    name_or_path: str, cache_dir: str | None = None, require_config: bool = True, flag: str = "--model_name_or_path"
+) -> str:
     """``name_or_path`` as ``from_pretrained`` should get it (``~`` expanded), after refusing what
     cannot load: a missing local path, a Trainer checkpoint, a directory without ``config.json``
     (unless not ``require_config``: a tokenizer directory may have none), and a hub name that is not
-    cached while ``HF_HUB_OFFLINE`` is set (which would otherwise end in a connection error)."""
+    cached while ``HF_HUB_OFFLINE`` is set (which would otherwise end in a connection error). ``flag``:
+    the flag that named it, which a hint names."""
     path = os.path.expanduser(name_or_path)
     if os.path.isdir(path):
         if re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-\d+", os.path.basename(os.path.normpath(path))):
@@ -135,8 +138,7 @@ def check_model_path(name_or_path: str, cache_dir: str | None = None, require_co
     ):
         raise CSEUsageError(
             f"{name_or_path} is not a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE is set",
-            hint="pass a model directory (--model_name_or_path ./my-model), or download the model once with "
-            "HF_HUB_OFFLINE unset",
+            hint=f"pass a model directory ({flag} ./my-model), or download the model once with HF_HUB_OFFLINE unset",
         )
     return name_or_path
 

@@ -296,6 +296,34 @@ def test_the_configs_hold_the_released_settings(config, lr, ratio, generator):
 # --- runs ----------------------------------------------------------------------------------------------
 
 
+def test_a_generator_offline_and_not_cached_is_refused_naming_its_flag(tiny_bert, capsys, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    out = tmp_path / "out"
+    argv = [
+        "--model_name_or_path",
+        tiny_bert,
+        "--output_dir",
+        str(out),
+        "--generator_name_or_path",
+        "owner/no-such-mlm",
+    ]
+    error, hint = refusal(capsys, run_diffcse.main, argv)
+    assert "owner/no-such-mlm is not a local directory nor in the Hugging Face cache" in error
+    assert "--generator_name_or_path ./my-model" in hint and "--model_name_or_path" not in hint
+    assert_nothing_written(out)
+
+
+@pytest.mark.e2e
+def test_a_generator_without_a_masked_lm_head_is_named_in_a_warning(tiny_bert, tmp_path, caplog):
+    """The default generator, the backbone itself, saved as an encoder (no masked-LM head): it loads with a
+    random head, which the run says rather than training on random edits unannounced."""
+    with caplog.at_level("WARNING", logger="cse.methods.diffcse"):
+        run_diffcse.main(small_run_argv(tiny_bert, tmp_path / "out", 1, "--use_cpu", "true"))
+    assert f"DiffCSE's generator {tiny_bert} has no trained masked-LM head" in caplog.text
+
+
 @pytest.mark.e2e
 def test_trains_alone_with_a_frozen_generator_and_its_export_embeds_as_the_trainer(tiny_bert, generator, tmp_path):
     """Two steps: G's weights bitwise unchanged, D's and its head's changed; rtd logged; the export (the

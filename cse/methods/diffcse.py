@@ -179,7 +179,7 @@ class DiffCSE(Part):
                 "evaluation (the released --pooler_type cls --mlp_only_train): other pooler flags do not apply",
                 hint="leave --pooler_type and --mlp_only_train out",
             )
-        path = check_model_path(self.generator_path(), model_args.cache_dir)
+        path = check_model_path(self.generator_path(), model_args.cache_dir, flag="--generator_name_or_path")
         try:
             generator = AutoConfig.from_pretrained(path, cache_dir=model_args.cache_dir)
             backbone = AutoConfig.from_pretrained(
@@ -214,12 +214,24 @@ class DiffCSE(Part):
             )
         path = self.generator_path()
         try:
-            self.generator = AutoModelForMaskedLM.from_pretrained(path, cache_dir=model_args.cache_dir)
+            self.generator, loading = AutoModelForMaskedLM.from_pretrained(
+                path, cache_dir=model_args.cache_dir, output_loading_info=True
+            )
         except (OSError, ValueError) as err:
             raise CSEUsageError(
                 f"cannot load the generator {path} as a masked language model: {str(err).strip().splitlines()[0]}",
                 hint="pass a masked language model's directory or hub name with --generator_name_or_path",
             ) from err
+        if loading["missing_keys"]:
+            # an encoder saved without its masked-LM head (an exported sentence encoder) loads with a random
+            # one: G's edits would then be random tokens, not a language model's plausible ones
+            logger.warning(
+                "DiffCSE's generator %s has no trained masked-LM head (%d weights newly initialised: %s): its edits "
+                "are random tokens; pass a masked language model with --generator_name_or_path",
+                path,
+                len(loading["missing_keys"]),
+                ", ".join(sorted(loading["missing_keys"])[:3]),
+            )
         self.generator.requires_grad_(False)
         logger.info("DiffCSE's generator: %s (%s, frozen)", path, type(self.generator).__name__)
         self.special_ids = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
