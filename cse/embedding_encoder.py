@@ -45,6 +45,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .errors import CSEUsageError
+from .export import write_refusing_modules
 from .modeling import CSEModel, model_class_path, read_cse_config
 
 logger = logging.getLogger(__name__)
@@ -131,11 +132,14 @@ class EmbeddingEncoder(CSEModel):
         self.save_weights(directory, state_dict)
 
     def write_sentence_transformers_modules(self, directory: str, state_dict: dict | None = None) -> None:
-        """None by default: sentence-transformers has no module that computes this embedding."""
+        """By default sentence-transformers has no module that computes this embedding: a ``modules.json``
+        that refuses to load (:func:`cse.export.write_refusing_modules`)."""
         logger.warning(
-            "%s writes no sentence-transformers modules: the export loads with cse.modeling.load_model only",
+            "%s's embedding has no sentence-transformers modules: the export loads with cse.modeling.load_model "
+            "only (SentenceTransformer refuses it)",
             type(self).__name__,
         )
+        write_refusing_modules(directory)
 
     @classmethod
     def from_pretrained(cls, model_name_or_path: str, pooler_type: str | None = None, **backbone_kwargs):

@@ -36,6 +36,7 @@ truncated there either for any sentence the backbone can take.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -102,10 +103,11 @@ def write_sentence_transformers_files(
     are not the live ones (gathered under DeepSpeed)."""
     if pooler not in POOLING_MODES:
         logger.warning(
-            "pooler %r has no sentence-transformers equivalent: the export loads with CSEModel only "
-            "(SentenceTransformer would fall back to mean pooling)",
+            "pooler %r has no sentence-transformers equivalent: the export loads with cse.modeling.load_model "
+            "only (SentenceTransformer refuses it rather than falling back to mean pooling)",
             pooler,
         )
+        write_refusing_modules(save_directory)
         return False
     hidden = backbone.config.hidden_size
     modules = [("1_Pooling", "sentence_transformers.models.Pooling")]
@@ -153,6 +155,26 @@ def write_modules(
         os.path.join(save_directory, "sentence_bert_config.json"),
         {"max_seq_length": position_limit(backbone.config, tokenizer), "do_lower_case": False},
     )
+
+
+def write_refusing_modules(save_directory: str) -> None:
+    """``modules.json`` of an export that no sentence-transformers module computes: one module,
+    :class:`cse.no_sentence_transformers.LoadWithCSE`, which refuses to load (without ``modules.json``
+    sentence-transformers would load the backbone with mean pooling, another embedding)."""
+    from .no_sentence_transformers import LoadWithCSE
+
+    module = write_module_code(save_directory, LoadWithCSE)
+    _write_json(os.path.join(save_directory, "modules.json"), [{"idx": 0, "name": "0", "path": "", "type": module}])
+
+
+def sentence_transformers_loads(export_dir: str) -> bool:
+    """Whether sentence-transformers loads the export in ``export_dir``: its ``modules.json`` is there
+    and is not :func:`write_refusing_modules`'."""
+    path = os.path.join(export_dir, "modules.json")
+    if not os.path.isfile(path):
+        return False
+    with open(path, encoding="utf-8") as f:
+        return not any(entry.get("type", "").endswith(".LoadWithCSE") for entry in json.load(f))
 
 
 def write_module_code(save_directory: str, module_class: type) -> str:

@@ -21,6 +21,7 @@ from . import registry
 from .atomic import atomic_path
 from .citations import bibtex_field
 from .environment import collect_environment
+from .export import sentence_transformers_loads
 from .modeling import MODEL_CLASS_PACKAGE, names_encoder_class, read_cse_config
 from .paths import default_train_file
 from .results import markdown_table
@@ -156,7 +157,7 @@ def build_model_card(card: CardData, export_dir: str | None = None) -> ModelCard
     record = card.method
     export_dir = export_dir or card.output_dir
     cse_config = read_cse_config(export_dir)
-    sentence_transformers = os.path.isfile(os.path.join(export_dir, "modules.json"))
+    sentence_transformers = sentence_transformers_loads(export_dir)
     code = _module_code(export_dir) if sentence_transformers else []
     name = record.display_name
     data = ModelCardData(

@@ -5,6 +5,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -754,3 +755,15 @@ def assert_bit_identical(out, reference):
     assert last == ref_last and got.keys() == expected.keys()
     differ = [key for key in expected if not torch.equal(got[key], expected[key])]
     assert not differ, f"{len(differ)} tensor(s) differ from the uninterrupted run, first {differ[0]}"
+
+
+def assert_sentence_transformers_refuses(directory):
+    """sentence-transformers refuses an export whose embedding none of its modules computes: untrusted,
+    as it refuses any module's code; trusted, by that module, naming cse.modeling.load_model (never a
+    fallback to mean pooling over the backbone)."""
+    from sentence_transformers import SentenceTransformer
+
+    with pytest.raises(ValueError, match="no_sentence_transformers.LoadWithCSE"):
+        SentenceTransformer(str(directory), device="cpu")
+    with pytest.raises(ValueError, match=re.escape("load it with cse.modeling.load_model(directory)")):
+        SentenceTransformer(str(directory), device="cpu", trust_remote_code=True)

@@ -23,7 +23,7 @@ from cse.modeling import load_model
 from cse.parts import Part
 from cse.pooling import NEEDS_POOLING_LAYER, POOLERS
 
-from .conftest import REPO, train_argv, train_outside
+from .conftest import REPO, assert_sentence_transformers_refuses, train_argv, train_outside
 
 EXAMPLE = os.path.join(REPO, "examples", "self_attentive.py")
 SENTENCES = ["a man plays a guitar", "the weather is cold today", "ok"]
@@ -70,7 +70,7 @@ def test_an_outside_encoder_exports_and_loads_again_only_when_trusted(outside, t
         "pooler": "self_attentive",
         "attention_size": 5,
     }
-    assert not os.path.exists(os.path.join(out, "modules.json"))  # no sentence-transformers module computes it
+    assert_sentence_transformers_refuses(out)  # no sentence-transformers module computes it
     with pytest.raises(
         CSEUsageError, match=re.escape("names the encoder class self_attentive:SelfAttentiveEncoder, outside")
     ) as refused:

@@ -339,6 +339,9 @@ def test_the_variant_sets_the_three_readings_and_each_flag_overrides_it():
     assert (mixed.repetition, mixed.momentum_start) == ("released", "pretrained")
     with pytest.raises(ValueError, match="--queue_size 0 leaves no momentum encoder"):
         ESimCSEArguments(queue_size=0, momentum=0.9)
+    with pytest.raises(ValueError, match="--momentum 1 keeps the momentum encoder at its start"):
+        ESimCSEArguments(momentum=1.0)
+    assert ESimCSEArguments(momentum=1.0, momentum_start="pretrained").momentum == 1.0  # a fixed pretrained encoder
     with pytest.raises(ValueError, match="--repetition must be one of"):
         ESimCSEArguments(repetition="words")
 

@@ -111,6 +111,13 @@ class ESimCSEArguments:
             ]
             if given:
                 raise ValueError(f"{given[0]} set, but --queue_size 0 leaves no momentum encoder for it to act on")
+        elif self.momentum == 1 and self.momentum_start == "random":
+            # theta_m <- 1 * theta_m: the encoder never moves from its random start, and the queue holds noise
+            raise ValueError(
+                "--momentum 1 keeps the momentum encoder at its start, and --momentum_start random starts it random: "
+                "the queue would hold a random encoder's embeddings (use --momentum below 1, or --momentum_start "
+                "pretrained for a fixed pretrained encoder)"
+            )
 
 
 class ESimCSE(RepeatedViews, Part):
