@@ -7,9 +7,16 @@ their rows out of the matrices, cut to the batch's longest sentence (or padded t
 in one tensor operation per column: the batch :class:`cse.data.TwoViewCollator` would have made by
 padding the sentences' lists with the tokenizer (right padding with the tokenizer's pad values),
 bit for bit, without Python work per sentence per step.
+
+A part that remakes a batch's views (:meth:`cse.parts.Part.views`: ESimCSE's word repetition,
+PromptBERT's templates) reads each view's tokens out of it (:func:`view_tokens`) and puts the new
+views back into tensors (:func:`padded_views`), each with one copy between torch and Python for the
+whole batch.
 """
 
 from __future__ import annotations
+
+from itertools import chain
 
 import datasets
 import numpy as np
@@ -79,3 +86,29 @@ class TokenRows(Dataset):
         """Each sentence's list of the column ``name``, unpadded, in corpus order (one at a time)."""
         for row, length in zip(self.columns[name], self.lengths.tolist()):
             yield row[:length].tolist()
+
+
+def view_tokens(batch: dict[str, torch.Tensor], view: int) -> list[list[int]]:
+    """Each sentence's tokens in view ``view`` of a ``(batch, views, length)`` batch, without padding."""
+    mask = batch["attention_mask"][:, view].bool()
+    # two copies out of torch for the whole batch, not one per sentence
+    flat, ends = batch["input_ids"][:, view][mask].tolist(), mask.sum(1).cumsum(0).tolist()
+    return [flat[start:end] for start, end in zip([0, *ends], ends)]
+
+
+def padded_views(
+    batch: dict[str, torch.Tensor], views: list[list[list[int]]], pad_id: int, width: int
+) -> dict[str, torch.Tensor]:
+    """The batch of ``views[i]``, sentence i's views (token lists), each padded right with ``pad_id`` to
+    the longest view, at least ``width``; attention masks exactly the tokens, token types zero (where
+    ``batch`` has them); the dtypes ``batch``'s."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    lengths = torch.tensor([[len(view) for view in sentence] for sentence in views])
+    out_mask = torch.arange(max(width, int(lengths.max()))) < lengths[..., None]
+    out_ids = torch.full(out_mask.shape, pad_id, dtype=ids.dtype)
+    # the tokens in the mask's row-major order, sentence by sentence, view by view: one copy into torch
+    out_ids[out_mask] = torch.tensor(list(chain.from_iterable(chain.from_iterable(views))), dtype=ids.dtype)
+    out = {"input_ids": out_ids, "attention_mask": out_mask.to(mask.dtype)}
+    if "token_type_ids" in batch:
+        out["token_type_ids"] = torch.zeros_like(out_ids)
+    return out

@@ -14,9 +14,10 @@ from __future__ import annotations
 import hashlib
 import random
 import struct
-from itertools import chain
 
 import torch
+
+from .batches import padded_views, view_tokens
 
 # How many tokens the positive repeats:
 # - "released": the authors' code (ESimCSE/train.py, --dup_type bpe), which produced the published
@@ -64,10 +65,7 @@ def repeat_some(tokens: list[int], real: list[int], choices: int, room: int | No
 
 def first_views(batch: dict[str, torch.Tensor]) -> list[list[int]]:
     """Each sentence's first view, its tokens without padding."""
-    mask = batch["attention_mask"][:, 0].bool()
-    # two copies out of torch for the whole batch, not one per sentence
-    flat, ends = batch["input_ids"][:, 0][mask].tolist(), mask.sum(1).cumsum(0).tolist()
-    return [flat[start:end] for start, end in zip([0, *ends], ends)]
+    return view_tokens(batch, 0)
 
 
 def with_second_views(
@@ -76,21 +74,8 @@ def with_second_views(
     """The batch of each sentence's first view ``first[i]`` (:func:`first_views` of ``batch``) and its
     second view ``second[i]``; every view padded (right, ``pad_id``) to the longest, at least the
     batch's own length, so that a batch of static shapes keeps its shape; attention masks exactly the
-    tokens, token types zero."""
-    ids, mask = batch["input_ids"], batch["attention_mask"]
-    lengths = torch.tensor([[len(a), len(b)] for a, b in zip(first, second)])
-    length = max(ids.shape[-1], int(lengths[:, 1].max()))
-    out_mask = torch.arange(length) < lengths[..., None]
-    out_ids = torch.full(out_mask.shape, pad_id, dtype=ids.dtype)
-    # the tokens in the mask's row-major order, sentence by sentence, view 0 then view 1: one copy into
-    # torch for the batch (a tensor per view would cost more than the repetition itself)
-    out_ids[out_mask] = torch.tensor(
-        list(chain.from_iterable(chain.from_iterable(zip(first, second)))), dtype=ids.dtype
-    )
-    out = {"input_ids": out_ids, "attention_mask": out_mask.to(mask.dtype)}
-    if "token_type_ids" in batch:
-        out["token_type_ids"] = torch.zeros_like(out_ids)
-    return out
+    tokens, token types zero (:func:`cse.batches.padded_views`)."""
+    return padded_views(batch, list(zip(first, second)), pad_id, batch["input_ids"].shape[-1])
 
 
 class RepeatedViews:

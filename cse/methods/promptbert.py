@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..batches import padded_views, view_tokens
 from ..encoders.prompt import DENOISED_POOLER, RAW_POOLER, PromptEncoder, position_start
 from ..errors import CSEUsageError
 from ..modeling import load_encoder
@@ -213,24 +214,13 @@ class PromptBERT(Part):
         static shapes keeps a static shape); attention masks exactly the tokens, token types zero."""
         if not self.tokens:
             raise RuntimeError("PromptBERT's views are built with its templates, which its encoder reads")
-        ids, mask = batch["input_ids"], batch["attention_mask"]
-        views = ids.shape[1]
-        templates = [self.tokens[min(v, len(self.tokens) - 1)] for v in range(views)]
-        length = ids.shape[-1] - 2 + max(len(t) for t in templates)
-        rows, masks = [], []
-        for row, row_mask in zip(ids.tolist(), mask.bool().tolist()):
-            wrapped = [
-                t.wrap(self.sentence([x for x, m in zip(r, rm) if m])) for t, r, rm in zip(templates, row, row_mask)
-            ]
-            rows.append([w + [self.pad_id] * (length - len(w)) for w in wrapped])
-            masks.append([[1] * len(w) + [0] * (length - len(w)) for w in wrapped])
-        out = {
-            "input_ids": torch.tensor(rows, dtype=ids.dtype),
-            "attention_mask": torch.tensor(masks, dtype=mask.dtype),
-        }
-        if "token_type_ids" in batch:
-            out["token_type_ids"] = torch.zeros_like(out["input_ids"])
-        return out
+        ids = batch["input_ids"]
+        templates = [self.tokens[min(v, len(self.tokens) - 1)] for v in range(ids.shape[1])]
+        wrapped = [
+            [t.wrap(self.sentence(tokens)) for t, tokens in zip(templates, sentence)]
+            for sentence in zip(*(view_tokens(batch, v) for v in range(ids.shape[1])))
+        ]
+        return padded_views(batch, wrapped, self.pad_id, ids.shape[-1] - 2 + max(len(t) for t in templates))
 
     # --- evaluation -----------------------------------------------------------------------------
 
