@@ -47,6 +47,7 @@ from .pooling import (
     pool,
 )
 from .run_names import CSE_CONFIG_NAME
+from .walks import KeptWalk
 
 logger = logging.getLogger(__name__)
 
@@ -240,8 +241,11 @@ def read_cse_config(model_dir: str) -> dict:
     return load_mapping(path, "the encoder's settings", hint=hint)
 
 
-class CSEModel(nn.Module):
+class CSEModel(KeptWalk, nn.Module):
     """Backbone + pooler + optional projection head.
+
+    Its modules and parameters are walked once and kept (:mod:`cse.walks`): the Trainer's
+    ``model.train()``, ``zero_grad()`` and gradient clipping at every step read the kept lists.
 
     The training forward (:meth:`forward`), the embedding forward (:meth:`embed`) and the momentum
     encoder's positives (:meth:`positives`) all embed a view's rows through one public hook,

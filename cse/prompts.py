@@ -18,10 +18,12 @@ so that ``*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*`` is ``This sente
 * **tokens** (:class:`TemplateTokens`, training): the prefix before the sentence and the suffix after
   it tokenised apart, ``prefix = encode(prefix text)[:-1]`` ([CLS] and the prefix) and ``suffix =
   encode(suffix text)[1:]`` (the suffix and [SEP]), and each input ``prefix + sentence + suffix`` with
-  the sentence's own sub-word tokens (released train.py l.673-699). The prefix text is stripped of
-  spaces at both ends, as the released code strips RoBERTa's (l.626-628): a byte-level tokenizer
-  would otherwise read a leading space as part of the first word (BERT's ignores it). Only the sentence
-  is ever truncated (:meth:`TemplateTokens.wrap`): the template and its mask token are kept whole.
+  the sentence's own sub-word tokens (released train.py l.673-699; a whole batch at once:
+  :func:`wrapped_views`). The prefix text is stripped of spaces at both ends, as the released code
+  strips RoBERTa's (l.626-628): a byte-level tokenizer would otherwise read a leading space as part of
+  the first word (BERT's ignores it). Only the sentence is ever truncated (by the tokenizer, to
+  ``--max_seq_length`` with its special tokens, before it is wrapped): the template and its mask token
+  are kept whole.
 * **text** (:func:`template_input`, evaluation): the sentence inserted into the template's text and
   tokenised as one string, a period appended where the sentence ends in none of ``. ? " '`` (the
   released evaluation.py's batcher, l.196-205, which produced the published test numbers).
@@ -120,12 +122,6 @@ class TemplateTokens:
         """The (last) mask token's position in the template with no sentence."""
         return len(self) - 1 - self.suffix[::-1].index(self.mask_id)
 
-    def wrap(self, sentence: Sequence[int], max_sentence: int | None = None) -> list[int]:
-        """``prefix + sentence + suffix``, the sentence's tokens (no special tokens) cut to their first
-        ``max_sentence`` (None: all): the template is never cut."""
-        sentence = list(sentence) if max_sentence is None else list(sentence[:max_sentence])
-        return [*self.prefix, *sentence, *self.suffix]
-
     def fit(self, ids: Sequence[int], max_length: int) -> list[int]:
         """``ids`` (a whole input of this template, the sentence inside) cut to ``max_length`` tokens by
         cutting the sentence's end: the prefix and suffix stay whole."""
@@ -152,3 +148,36 @@ def last_mask_states(states: torch.Tensor, input_ids: torch.Tensor, mask_id: int
     positions = torch.arange(input_ids.shape[-1], device=input_ids.device)
     last = torch.where(input_ids == mask_id, positions, -1).amax(dim=-1)
     return states.gather(1, last[:, None, None].expand(-1, 1, states.shape[-1])).squeeze(1)
+
+
+def wrapped_views(
+    batch: dict[str, torch.Tensor], templates: Sequence[TemplateTokens], special_ids: torch.Tensor, pad_id: int
+) -> dict[str, torch.Tensor]:
+    """A ``(batch, views, length)`` batch (right-padded) with each sentence's view v inside
+    ``templates[v]``: ``prefix + sentence + suffix``, the sentence being view v's tokens without the
+    special token (one of ``special_ids``) the tokenizer put at either end (a special token inside the
+    sentence, a literal [MASK], stays). Every row is padded right with ``pad_id`` to the longest, at
+    least the batch's length less its two special tokens plus the longest template (so that a batch
+    of static shapes keeps a static shape); attention masks exactly the tokens, token types zero (where
+    ``batch`` has them), the dtypes ``batch``'s. A few tensor operations per view, none per sentence."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    lengths = mask.sum(-1)  # (batch, views): right padding, so each row's tokens are its first `lengths`
+    first = torch.isin(ids[..., 0], special_ids) & (lengths > 0)
+    last = ids.gather(-1, (lengths - 1).clamp(min=0)[..., None]).squeeze(-1)
+    sentences = lengths - first.long() - (torch.isin(last, special_ids) & (lengths > first.long())).long()
+    rows = torch.stack([len(t) + sentences[:, v] for v, t in enumerate(templates)], 1)
+    width = max(ids.shape[-1] - 2 + max(len(t) for t in templates), int(rows.max()))
+    j = torch.arange(width)
+    views = []
+    for v, template in enumerate(templates):
+        start, n = len(template.prefix), sentences[:, v, None]
+        words = torch.tensor(template.empty, dtype=ids.dtype)  # prefix then suffix: suffix j sits at j - n
+        sentence = ids[:, v].gather(1, (first[:, v, None].long() + j - start).clamp(0, ids.shape[-1] - 1))
+        suffix = words[(j - n).clamp(0, len(words) - 1)]
+        view = torch.where(j < start + n, sentence, torch.where(j < rows[:, v, None], suffix, pad_id))
+        views.append(torch.where(j < start, words[j.clamp(max=len(words) - 1)], view))
+    out_ids = torch.stack(views, 1)
+    out = {"input_ids": out_ids, "attention_mask": (j < rows[..., None]).to(mask.dtype)}
+    if "token_type_ids" in batch:
+        out["token_type_ids"] = torch.zeros_like(out_ids)
+    return out

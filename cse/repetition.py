@@ -42,7 +42,12 @@ def repetition_choices(rule: str, dup_rate: float, length: int, real: int) -> in
 
 def repeated(tokens: list[int], repeat: set[int]) -> list[int]:
     """``tokens`` with the tokens at the positions ``repeat`` written twice in place."""
-    return [token for i, token in enumerate(tokens) for _ in range(2 if i in repeat else 1)]
+    out = list(tokens)
+    # from the last position back, so that each insertion leaves the earlier positions where they were (a
+    # few list insertions, not a Python step per token: this runs for every sentence of every batch)
+    for i in sorted(repeat, reverse=True):
+        out.insert(i, tokens[i])
+    return out
 
 
 def sentence_generator(seed: int, tokens: list[int]) -> random.Random:

@@ -5,6 +5,7 @@ tiny model, killed and resumed, and its export read back by ``load_model`` and s
 
 import math
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from transformers import AutoModel, AutoTokenizer
 
 import run_cotbert
 from cse.arguments import parse_args
+from cse.data import tokenize_lines
 from cse.encoders.cotbert import CoTBERTEncoder, pad_noise_rows
 from cse.losses.cotbert import CoTBERTLoss
 from cse.methods.cotbert import TEMPLATES, CoTBERT, CoTBERTArguments
@@ -154,10 +156,25 @@ def test_roberta_template_rows():
     assert all(t.suffix.count(tok.mask_token_id) == 2 for t in (anchor, positive, negative))
 
 
+def wrapped(template, sentence):
+    return [*template.prefix, *sentence, *template.suffix]
+
+
 def test_the_sentence_is_cut_never_the_template():
-    _, (anchor, _, _) = templates("bert")
-    row = anchor.wrap(list(range(2000, 2040)), max_sentence=32)
-    assert len(row) == 18 + 32 and row[:5] == BERT_PREFIX["anchor"] and row[-13:] == BERT_SUFFIX
+    """A 40-word sentence through the corpus's cut (max_seq_length 34) and the views hook: 32 of its
+    sub-words inside each template, whose prefix and suffix stay whole."""
+    tok, (anchor, positive, negative) = templates("bert")
+    words = " ".join(f"w{i}" if i % 2 else "word" for i in range(40))
+    corpus = tokenize_lines(tok, [words], 34)
+    part = CoTBERT(CoTBERTArguments())
+    part.keep_templates(SimpleNamespace(tokens=[anchor, positive, negative], tokenizer=tok))
+    ids = torch.tensor(corpus["input_ids"])[:, None].expand(-1, 2, -1)
+    views = part.views({"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    sentence = tok.encode(words, add_special_tokens=False)[:32]
+    assert views["input_ids"].shape == (1, 3, 20 + 32)
+    assert views["input_ids"][0, 0, :50].tolist() == wrapped(anchor, sentence)
+    assert views["input_ids"][0, 2].tolist() == wrapped(negative, sentence)
+    assert views["attention_mask"][0].sum(-1).tolist() == [50, 50, 52]
 
 
 # --- the encoder: pooling, noise rows, subtraction (docs/methods/cotbert.md, "Denoising") ----------
@@ -191,7 +208,7 @@ def test_the_last_mask_is_pooled(encoder):
     """The 25-token anchor row of "A man is playing a guitar." has its [MASK]s at 14 and 22: the
     embedding is the state at 22."""
     sentence = encoder.tokenizer.encode("A man is playing a guitar.", add_special_tokens=False)
-    row = encoder.tokens[0].wrap(sentence)
+    row = wrapped(encoder.tokens[0], sentence)
     assert len(row) == 25 and [i for i, t in enumerate(row) if t == 103] == [14, 22]
     encoder.eval()
     with torch.no_grad():
@@ -234,7 +251,7 @@ def test_each_view_has_its_own_templates_noise_subtracted(family, no_dropout_bac
         words = tok.encode(sentence, add_special_tokens=False)
         n = len(words)
         for v, template in enumerate(encoder.tokens):
-            row = template.wrap(words)
+            row = wrapped(template, words)
             assert batch["attention_mask"][i, v].sum() == len(template) + n
             assert batch["input_ids"][i, v, : len(row)].tolist() == row
             h = states(encoder, row)[len(row) - 1 - row[::-1].index(mask_id)]

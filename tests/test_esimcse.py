@@ -244,6 +244,13 @@ def test_released_repetition_counts_for_small_lengths():
 def test_repeating_a_position_writes_it_twice_in_place():
     cls, a, b, c, d, e, sep = 101, 1, 2, 3, 4, 5, 102
     assert repeated([cls, a, b, c, d, e, sep], {3}) == [cls, a, b, c, c, d, e, sep]
+    assert repeated([cls, a, b, c, d, e, sep], {1, 2, 5}) == [cls, a, a, b, b, c, d, e, e, sep]
+    # any positions, against writing the sentence out token by token
+    rng = random.Random(0)
+    for _ in range(500):
+        tokens = [rng.randrange(1000) for _ in range(rng.randrange(40))]
+        positions = set(rng.sample(range(len(tokens)), rng.randrange(len(tokens) + 1)))
+        assert repeated(tokens, positions) == [t for i, t in enumerate(tokens) for t in [t] * (1 + (i in positions))]
 
 
 def draws(part, tokens, n):

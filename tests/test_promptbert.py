@@ -18,6 +18,8 @@ from cse.arguments import parse_args
 from cse.data import tokenize_lines
 from cse.encoders.prompt import DENOISED_POOLER, RAW_POOLER, PromptEncoder, position_start
 from cse.losses import InfoNCELoss
+from cse.methods.cotbert import TEMPLATES as COT_TEMPLATES
+from cse.methods.cotbert import CoTBERT, CoTBERTArguments
 from cse.methods.promptbert import TEMPLATES, PromptBERT, PromptBERTArguments
 from cse.modeling import load_model
 from cse.parts import why_not
@@ -61,7 +63,7 @@ def test_the_templates_token_ids_are_the_released_codes(family):
     first, second = (TemplateTokens.of(tokenizer, t) for t in TEMPLATES[family])
     sentence = tokenizer.encode(SENTENCE, add_special_tokens=False)
     view0, view1, empty = IDS[family]
-    assert first.wrap(sentence) == view0 and second.wrap(sentence) == view1
+    assert [*first.prefix, *sentence, *first.suffix] == view0 and [*second.prefix, *sentence, *second.suffix] == view1
     assert first.empty == empty and len(first) == len(second) == 10
     # [CLS] and 4 prefix tokens before the sentence in all four; the [MASK] third from the end
     assert len(first.prefix) == len(second.prefix) == 5
@@ -89,6 +91,59 @@ def test_a_long_sentence_is_cut_and_the_template_kept(tokenizer):
     assert tokens.fit(first, 20) == [*first[:15], *first[-5:]]
 
 
+def one_by_one(batch, templates, special, pad_id):
+    """The views sentence by sentence in Python (the reference): each view's tokens without padding,
+    the special token at either end dropped, inside its template; padded right to the longest row, at
+    least the batch's length less 2 plus the longest template."""
+    ids, mask = batch["input_ids"].tolist(), batch["attention_mask"].tolist()
+    rows = []
+    for sentence, masks in zip(ids, mask):
+        rows.append([])
+        for template, view, kept in zip(templates, sentence, masks):
+            tokens = [token for token, m in zip(view, kept) if m]
+            start = 1 if tokens and tokens[0] in special else 0
+            end = len(tokens) - 1 if len(tokens) > start and tokens[-1] in special else len(tokens)
+            rows[-1].append([*template.prefix, *tokens[start:end], *template.suffix])
+    width = max(len(ids[0][0]) - 2 + max(map(len, templates)), max(len(r) for row in rows for r in row))
+    return (
+        [[r + [pad_id] * (width - len(r)) for r in row] for row in rows],
+        [[[1] * len(r) + [0] * (width - len(r)) for r in row] for row in rows],
+    )
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_the_views_are_those_made_sentence_by_sentence(family):
+    """300 random right-padded batches (empty and one-token rows, special tokens at the ends and
+    inside): PromptBERT's two views and CoT-BERT's three equal the reference made one sentence at a
+    time, with the batch's dtypes."""
+    tok = tokenizer_of(family)
+    special = sorted(set(tok.all_special_ids))
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(300):
+        masks = 2 if trial % 2 else 1
+        templates = [TemplateTokens.of(tok, t, masks) for t in (COT_TEMPLATES if masks == 2 else TEMPLATES)[family]]
+        views, b, length = len(templates), *torch.randint(1, 40, (2,), generator=generator).tolist()
+        ids = torch.randint(1000, 2000, (b, views, length), generator=generator)
+        special_at = torch.rand(ids.shape, generator=generator) < 0.15
+        drawn = torch.randint(len(special), (int(special_at.sum()),), generator=generator)
+        ids[special_at] = torch.tensor(special)[drawn]
+        lengths = torch.randint(0, length + 1, (b, views, 1), generator=generator)
+        mask = (torch.arange(length) < lengths).to(torch.int8 if trial % 3 else torch.int64)
+        ids[mask == 0] = tok.pad_token_id
+        batch = {"input_ids": ids, "attention_mask": mask}
+        if trial % 4 == 0:
+            batch["token_type_ids"] = torch.zeros_like(ids)
+        part = (PromptBERT if masks == 1 else CoTBERT)(PromptBERTArguments() if masks == 1 else CoTBERTArguments())
+        part.keep_templates(SimpleNamespace(tokens=templates, tokenizer=tok))
+        got = PromptBERT.views(part, batch)
+        want_ids, want_mask = one_by_one(batch, templates, set(special), tok.pad_token_id)
+        assert got["input_ids"].tolist() == want_ids and got["attention_mask"].tolist() == want_mask
+        assert got["input_ids"].dtype == ids.dtype and got["attention_mask"].dtype == mask.dtype
+        assert ("token_type_ids" in got) == ("token_type_ids" in batch)
+        if "token_type_ids" in got:
+            assert not got["token_type_ids"].any() and got["token_type_ids"].shape == got["input_ids"].shape
+
+
 def test_a_literal_mask_token_in_a_sentence_stays_and_the_templates_is_read(tokenizer):
     corpus = tokenize_lines(tokenizer, ["[MASK] said he [MASK]"], 34)
     views = built_part(tokenizer).views(collated(tokenizer, corpus["input_ids"]))
@@ -105,9 +160,8 @@ def tokenizer():
 
 def built_part(tokenizer, **flags):
     part = PromptBERT(PromptBERTArguments(**flags))
-    part.tokens = [TemplateTokens.of(tokenizer, t) for t in TEMPLATES["bert"]]
-    part.special_ids = frozenset(tokenizer.all_special_ids)
-    part.pad_id = tokenizer.pad_token_id
+    templates = [TemplateTokens.of(tokenizer, t) for t in TEMPLATES["bert"]]
+    part.keep_templates(SimpleNamespace(tokens=templates, tokenizer=tokenizer))
     return part
 
 

@@ -426,3 +426,28 @@ def test_accelerate_asks_whether_lomo_is_installed_once_not_at_every_step(backbo
     # once as accelerate prepares the optimizer, once by its wrapper: 1 + 2 per step (9 here) when asked at every step
     assert searched.count("lomo_optim") <= 2
     assert accelerate.optimizer.is_lomo_available() == accelerate.utils.imports.is_lomo_available()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("method", ["simcse", "sgbert"])
+def test_the_model_is_walked_once_not_at_every_step(method, backbones, tmp_path, monkeypatch):
+    """The Trainer's model.train(), zero_grad() and gradient clipping read the model's kept walk
+    (cse.walks): after the first step, no step walks the model's modules again."""
+    import cse.walks
+
+    made = []
+
+    class Counting(cse.walks.Walk):
+        def __post_init__(self):
+            made.append(self)
+
+    class Steps(TrainerCallback):
+        after_first = None
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                Steps.after_first = len(made)
+
+    monkeypatch.setattr(cse.walks, "Walk", Counting)
+    train(method, backbones, tmp_path / "run", monkeypatch, "--use_cpu", "true", callbacks=[Steps()], max_steps=5)
+    assert Steps.after_first is not None and len(made) == Steps.after_first

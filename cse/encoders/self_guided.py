@@ -66,12 +66,11 @@ class SelfGuidedEncoder(CSEModel):
         self._parameter_lists = ([t for _, t, _ in pairs], [f for _, _, f in pairs])
         self.train(self.training)
 
-    def train(self, mode: bool = True):
-        super().train(mode)
+    def set_training(self, mode: bool) -> None:
+        super().set_training(mode)
         # The Trainer puts the whole model in training mode every step; BERT_F stays deterministic.
         if not self.fixed_encoder_dropout:
             self.fixed_backbone.eval()
-        return self
 
     def parameter_pairs(self) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
         """(name, theta_T, theta_F) for BERT_T's trainable parameters: the others equal BERT_F's."""

@@ -24,12 +24,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..batches import padded_views, view_tokens
 from ..encoders.prompt import DENOISED_POOLER, RAW_POOLER, PromptEncoder, position_start
 from ..errors import CSEUsageError
 from ..modeling import load_encoder
 from ..parts import Part
-from ..prompts import TemplateTokens, template_problem
+from ..prompts import TemplateTokens, template_problem, wrapped_views
 from ..ranges import check_choices, check_fields, flag
 from ..registry import BenchShape, MethodRecord, register
 
@@ -148,7 +147,7 @@ class PromptBERT(Part):
     def __init__(self, args=None, model_args=None):
         super().__init__(args, model_args)
         self.tokens: list[TemplateTokens] = []  # the two views' templates (encoder)
-        self.special_ids: frozenset[int] = frozenset()
+        self.special_ids = torch.tensor([], dtype=torch.int64)  # the tokenizer's (keep_templates)
         self.pad_id = 0
 
     # --- the build ------------------------------------------------------------------------------
@@ -194,33 +193,21 @@ class PromptBERT(Part):
     def keep_templates(self, encoder):
         """``encoder``, its templates and its tokenizer's special and padding ids kept for :meth:`views`."""
         self.tokens = encoder.tokens
-        self.special_ids = frozenset(encoder.tokenizer.all_special_ids)
+        self.special_ids = torch.tensor(sorted(set(encoder.tokenizer.all_special_ids)))
         self.pad_id = encoder.tokenizer.pad_token_id
         return encoder
 
     # --- the batch ------------------------------------------------------------------------------
 
-    def sentence(self, tokens: list[int]) -> list[int]:
-        """A view's tokens without the one special token the tokenizer put at each end ([CLS], [SEP]): a
-        special token the sentence itself holds (a literal [MASK]) stays, as the released code's encoding
-        of the sentence alone keeps it."""
-        start = 1 if tokens and tokens[0] in self.special_ids else 0
-        end = len(tokens) - 1 if len(tokens) > start and tokens[-1] in self.special_ids else len(tokens)
-        return tokens[start:end]
-
     def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Each sentence's view v inside template v (``prefix + sentence + suffix``), padded right to
-        the batch's length with its special tokens replaced by the longest template's (a batch of
-        static shapes keeps a static shape); attention masks exactly the tokens, token types zero."""
+        """Each sentence's view v inside template v (``prefix + sentence + suffix``,
+        :func:`cse.prompts.wrapped_views`), padded right to the batch's length with its special tokens
+        replaced by the longest template's (a batch of static shapes keeps a static shape); attention
+        masks exactly the tokens, token types zero."""
         if not self.tokens:
             raise RuntimeError("PromptBERT's views are built with its templates, which its encoder reads")
-        ids = batch["input_ids"]
-        templates = [self.tokens[min(v, len(self.tokens) - 1)] for v in range(ids.shape[1])]
-        wrapped = [
-            [t.wrap(self.sentence(tokens)) for t, tokens in zip(templates, sentence)]
-            for sentence in zip(*(view_tokens(batch, v) for v in range(ids.shape[1])))
-        ]
-        return padded_views(batch, wrapped, self.pad_id, ids.shape[-1] - 2 + max(len(t) for t in templates))
+        templates = [self.tokens[min(v, len(self.tokens) - 1)] for v in range(batch["input_ids"].shape[1])]
+        return wrapped_views(batch, templates, self.special_ids, self.pad_id)
 
     # --- evaluation -----------------------------------------------------------------------------
 
