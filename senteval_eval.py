@@ -180,6 +180,9 @@ def main(argv=None) -> dict:
             sentences, batch_size=args.batch_size, max_length=args.max_seq_length, autocast_dtype=DTYPES[args.dtype]
         ).numpy()
 
+    if args.protocol == "both":  # MTEB's STS tasks ask for SentEval's sentences again: each is encoded once
+        encode = mteb_protocol.KeptEmbeddings(encode)
+
     report = {}
     if args.protocol != "mteb":
         report = evaluate(

@@ -159,25 +159,29 @@ def wrapped_views(
     sentence, a literal [MASK], stays). Every row is padded right with ``pad_id`` to the longest, at
     least the batch's length less its two special tokens plus the longest template (so that a batch
     of static shapes keeps a static shape); attention masks exactly the tokens, token types zero (where
-    ``batch`` has them), the dtypes ``batch``'s. A few tensor operations per view, none per sentence."""
+    ``batch`` has them), the dtypes ``batch``'s. One gather for the whole batch, no Python per sentence."""
     ids, mask = batch["input_ids"], batch["attention_mask"]
-    lengths = mask.sum(-1)  # (batch, views): right padding, so each row's tokens are its first `lengths`
-    first = torch.isin(ids[..., 0], special_ids) & (lengths > 0)
-    last = ids.gather(-1, (lengths - 1).clamp(min=0)[..., None]).squeeze(-1)
-    sentences = lengths - first.long() - (torch.isin(last, special_ids) & (lengths > first.long())).long()
-    rows = torch.stack([len(t) + sentences[:, v] for v, t in enumerate(templates)], 1)
-    width = max(ids.shape[-1] - 2 + max(len(t) for t in templates), int(rows.max()))
-    j = torch.arange(width)
-    views = []
-    for v, template in enumerate(templates):
-        start, n = len(template.prefix), sentences[:, v, None]
-        words = torch.tensor(template.empty, dtype=ids.dtype)  # prefix then suffix: suffix j sits at j - n
-        sentence = ids[:, v].gather(1, (first[:, v, None].long() + j - start).clamp(0, ids.shape[-1] - 1))
-        suffix = words[(j - n).clamp(0, len(words) - 1)]
-        view = torch.where(j < start + n, sentence, torch.where(j < rows[:, v, None], suffix, pad_id))
-        views.append(torch.where(j < start, words[j.clamp(max=len(words) - 1)], view))
-    out_ids = torch.stack(views, 1)
-    out = {"input_ids": out_ids, "attention_mask": (j < rows[..., None]).to(mask.dtype)}
+    length = ids.shape[-1]
+    lengths = mask.sum(-1, keepdim=True)  # (batch, views, 1): right padding, each row's tokens its first `lengths`
+    first = (torch.isin(ids[..., :1], special_ids) & (lengths > 0)).long()
+    last = ids.gather(-1, (lengths - 1).clamp(min=0))
+    n = lengths - first - (torch.isin(last, special_ids) & (lengths > first)).long()  # the sentence's tokens
+    # each view's template words, prefix then suffix, padded to the longest template
+    longest = max(len(t) for t in templates)
+    words = torch.tensor([[*t.empty, *[pad_id] * (longest - len(t))] for t in templates], dtype=ids.dtype)
+    prefix = torch.tensor([len(t.prefix) for t in templates])[:, None]  # (views, 1)
+    rows = n + torch.tensor([len(t) for t in templates])[:, None]
+    j = torch.arange(max(length - 2 + longest, int(rows.max())))
+    # one gather from [the view's tokens | its template's words | padding]: the sentence's token j - prefix
+    # after the first special token, the template's word j before the sentence and j - n after it
+    source = torch.cat([ids, words.expand(ids.shape[0], -1, -1), torch.full_like(ids[..., :1], pad_id)], -1)
+    index = torch.where(
+        j < prefix,
+        length + j,
+        torch.where(j < prefix + n, first + j - prefix, torch.where(j < rows, length + j - n, length + longest)),
+    )
+    out_ids = source.gather(-1, index)
+    out = {"input_ids": out_ids, "attention_mask": (j < rows).to(mask.dtype)}
     if "token_type_ids" in batch:
         out["token_type_ids"] = torch.zeros_like(out_ids)
     return out

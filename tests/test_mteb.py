@@ -55,10 +55,38 @@ def model_with_card(tiny_bert, tmp_path):
     return model
 
 
-def test_both_protocols_score_alike_and_mteb_writes_its_layout_and_the_card(model_with_card, tmp_path, capsys):
+def test_kept_embeddings_encode_each_sentence_once_in_first_seen_order():
+    asked = []
+
+    def encode(sentences):
+        asked.append(list(sentences))
+        return np.array([[len(s), ord(s[0])] for s in sentences], dtype=np.float32)
+
+    kept = mteb_protocol.KeptEmbeddings(encode)
+    first = kept(["bb", "a", "bb"])
+    assert asked == [["bb", "a"]] and first.tolist() == [[2, 98], [1, 97], [2, 98]]
+    second = kept(["ccc", "a", "ccc", "bb"])
+    assert asked[1:] == [["ccc"]] and second.tolist() == [[3, 99], [1, 97], [3, 99], [2, 98]]
+    assert kept(["a"]).tolist() == [[1, 97]] and len(asked) == 2
+
+
+def test_both_protocols_score_alike_and_mteb_writes_its_layout_and_the_card(
+    model_with_card, tmp_path, capsys, monkeypatch
+):
     """On STS16 (1,186 pairs): mteb's cosine Spearman of a tiny random encoder equals our evaluator's
-    (two implementations of the same figure), printed in one table; the result loads with mteb's
-    ResultCache and its figure is in the card's model-index."""
+    (two implementations of the same figure, on embeddings encoded once: MTEB's STS16 asks for
+    SentEval's sentences), printed in one table; the result loads with mteb's ResultCache and its
+    figure is in the card's model-index."""
+    from cse.modeling import CSEModel
+
+    encoded = []
+    encode = CSEModel.encode
+
+    def counting(self, sentences, *args, **kwargs):
+        encoded.extend(sentences)
+        return encode(self, sentences, *args, **kwargs)
+
+    monkeypatch.setattr(CSEModel, "encode", counting)
     results = tmp_path / "mteb"
     report = senteval_eval.main(
         ["--model_name_or_path", str(model_with_card), "--pooler", "avg", "--protocol", "both", "--tasks", "STS16"]
@@ -66,6 +94,8 @@ def test_both_protocols_score_alike_and_mteb_writes_its_layout_and_the_card(mode
     )
     ours, theirs = report["scores"]["STS16"], report["mteb"]["scores"]["STS16"]
     assert theirs == pytest.approx(ours, abs=1e-3)  # mteb rounds its figures to 6 decimals
+    pairs = mteb_protocol.local_pairs("STS16", SENTEVAL)
+    assert sorted(encoded) == sorted(set(pairs.sentences1 + pairs.sentences2))
     printed = capsys.readouterr().out
     assert "| Model | STS16 | Avg. |" in printed
     assert f"| tiny (SentEval) | {ours:.2f} | {ours:.2f} |" in printed

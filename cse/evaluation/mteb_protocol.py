@@ -12,6 +12,8 @@ mteb's own layout.
   subsets concatenated (SentEval's "all" setting), STS-B its test split. SICK-R is the exception:
   MTEB scores all 9,927 SICK pairs (train, trial and test), SentEval its 4,927 test pairs, so the two
   SICK-R figures differ.
+* With both protocols in one run, each sentence is encoded once (:class:`KeptEmbeddings`): MTEB's STS
+  tasks ask for SentEval's sentences again, and only SICK's train and trial sentences are new.
 * Any other MTEB task (retrieval, clustering, ...) is loaded from the hub by mteb; offline, it is
   refused before anything is encoded (:func:`resolve_tasks`).
 * Results go to a :class:`mteb.ResultCache` folder (``results/<model>/<revision>/<task>.json``) and
@@ -154,6 +156,25 @@ def _encoder_base():
     from mteb.models.abs_encoder import AbsEncoder
 
     return AbsEncoder
+
+
+class KeptEmbeddings:
+    """``encode`` (sentences -> ``(n, d)`` array) that keeps each sentence's embedding and encodes only
+    the sentences it has not seen, in one call of ``encode`` (batched as ``encode`` batches them).
+    Each embedding is the one its first encoding gave: a sentence is not encoded again in another
+    batch, whose padding could change it at float rounding."""
+
+    def __init__(self, encode: Callable[[list[str]], np.ndarray]):
+        self.encode = encode
+        self.kept: dict[str, np.ndarray] = {}
+
+    def __call__(self, sentences: Sequence[str]) -> np.ndarray:
+        new = [s for s in dict.fromkeys(sentences) if s not in self.kept]
+        if new:
+            self.kept.update(zip(new, np.asarray(self.encode(new))))
+        if not sentences:
+            return np.asarray(self.encode([]))
+        return np.stack([self.kept[s] for s in sentences])
 
 
 def make_encoder(encode: Callable[[list[str]], np.ndarray], name: str, embed_dim: int | None = None):
