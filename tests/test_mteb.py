@@ -68,6 +68,9 @@ def test_kept_embeddings_encode_each_sentence_once_in_first_seen_order():
     second = kept(["ccc", "a", "ccc", "bb"])
     assert asked[1:] == [["ccc"]] and second.tolist() == [[3, 99], [1, 97], [3, 99], [2, 98]]
     assert kept(["a"]).tolist() == [[1, 97]] and len(asked) == 2
+    assert kept(np.array(["a", "dd"])).tolist() == [[1, 97], [2, 100]]
+    with pytest.raises(ValueError, match="gave 0 embeddings for 1 sentences"):
+        mteb_protocol.KeptEmbeddings(lambda s: np.zeros((0, 2)))(["x"])
 
 
 def test_both_protocols_score_alike_and_mteb_writes_its_layout_and_the_card(

@@ -169,11 +169,14 @@ class KeptEmbeddings:
         self.kept: dict[str, np.ndarray] = {}
 
     def __call__(self, sentences: Sequence[str]) -> np.ndarray:
+        if len(sentences) == 0:
+            return np.asarray(self.encode([]))
         new = [s for s in dict.fromkeys(sentences) if s not in self.kept]
         if new:
-            self.kept.update(zip(new, np.asarray(self.encode(new))))
-        if not sentences:
-            return np.asarray(self.encode([]))
+            embeddings = np.asarray(self.encode(new))
+            if len(embeddings) != len(new):
+                raise ValueError(f"the encoder gave {len(embeddings)} embeddings for {len(new)} sentences")
+            self.kept.update(zip(new, embeddings))
         return np.stack([self.kept[s] for s in sentences])
 
 
