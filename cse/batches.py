@@ -8,10 +8,11 @@ in one tensor operation per column: the batch :class:`cse.data.TwoViewCollator` 
 padding the sentences' lists with the tokenizer (right padding with the tokenizer's pad values),
 bit for bit, without Python work per sentence per step.
 
-A part that remakes a batch's views (:meth:`cse.parts.Part.views`: ESimCSE's word repetition,
-PromptBERT's templates) reads each view's tokens out of it (:func:`view_tokens`) and puts the new
-views back into tensors (:func:`padded_views`), each with one copy between torch and Python for the
-whole batch.
+A part that remakes a batch's views in Python (:meth:`cse.parts.Part.views`: ESimCSE's word
+repetition, whose draws are Python's) reads each view's tokens out of it (:func:`view_tokens`) and
+puts the new views back into tensors (:func:`padded_views`), each with one copy between torch and
+Python for the whole batch. (PromptBERT's templates need no Python per sentence:
+:func:`cse.prompts.wrapped_views`.)
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 
@@ -124,6 +125,13 @@ def tiny_run(*names):
         f"--{name}_{arg[2:]}" if arg.startswith("--") else arg for name in names for arg in TINY_FLAGS.get(name, ())
     ]
     return "run_cse", family, ["--parts", ",".join(names), *flags]
+
+
+def free_port() -> int:
+    """A local port nothing listens on (connections to it are refused at once), free to listen on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def torchrun(script, port, *args):

@@ -8,14 +8,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from subprocess import PIPE
 
 import pytest
 
-from .conftest import REPO, SHARED
+from .conftest import REPO, SHARED, free_port
 
 SCRIPTS = ("setup.sh", "quickstart.sh", "test.sh", "missing_requirements.py", "download_data.sh")
 SCRIPTS += ("verify_data.py", "data_checksums.txt")
@@ -66,13 +65,6 @@ def scripts_copy(tmp_path, beside_shared: bool):
     if beside_shared:
         (tmp_path / "user" / "shared").symlink_to(SHARED)
     return checkout
-
-
-def closed_port() -> int:
-    """A local port nothing listens on: connections to it are refused at once."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(checkout, command, env, timeout=300):
@@ -138,7 +130,7 @@ def test_the_minimum_python_is_pyprojects():
 
 def test_a_download_without_network_ends_in_one_error_and_keeps_nothing(tmp_path):
     checkout = scripts_copy(tmp_path, beside_shared=False)
-    proxy = f"http://127.0.0.1:{closed_port()}"
+    proxy = f"http://127.0.0.1:{free_port()}"
     env = new_user_env(tmp_path, https_proxy=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, ALL_PROXY=proxy)
     result = run(checkout, "bash scripts/quickstart.sh", env)
     assert result.returncode == 1
@@ -157,7 +149,7 @@ def test_a_download_without_network_ends_in_one_error_and_keeps_nothing(tmp_path
 @pytest.mark.e2e  # launches processes that import torch
 def test_an_installation_without_network_removes_the_new_venv(tmp_path):
     checkout = scripts_copy(tmp_path, beside_shared=True)
-    index = f"http://127.0.0.1:{closed_port()}/simple"
+    index = f"http://127.0.0.1:{free_port()}/simple"
     env = new_user_env(tmp_path, PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=index, PIP_RETRIES="0", PIP_NO_CACHE_DIR="1")
     result = run(checkout, "bash scripts/quickstart.sh", env)
     assert result.returncode == 1

@@ -16,7 +16,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 from cse.encoders.self_guided import SelfGuidedEncoder
 from cse.modeling import CSEModel
 
-from .conftest import REPO, TOKENIZERS
+from .conftest import REPO, TOKENIZERS, free_port
 
 
 def torchs(model):
@@ -162,11 +162,3 @@ def test_fsdp_sharding_is_seen(tmp_path):
     env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
