@@ -8,15 +8,20 @@ in one tensor operation per column: the batch :class:`cse.data.TwoViewCollator` 
 padding the sentences' lists with the tokenizer (right padding with the tokenizer's pad values),
 bit for bit, without Python work per sentence per step.
 
-A part that remakes a batch's views in Python (:meth:`cse.parts.Part.views`: ESimCSE's word
-repetition, whose draws are Python's) reads each view's tokens out of it (:func:`view_tokens`) and
-puts the new views back into tensors (:func:`padded_views`), each with one copy between torch and
-Python for the whole batch. (PromptBERT's templates need no Python per sentence:
-:func:`cse.prompts.wrapped_views`.)
+A part whose views of a sentence depend on that sentence alone adds them to the tokenised corpus once,
+as more columns (:meth:`cse.parts.Part.corpus`: ESimCSE's repeated view, drawn per sentence), which
+are sliced with the others: a column's name ends with the column it is a view of (``input_ids``,
+``attention_mask``, ``token_type_ids``), which gives its dtype and padding. A part that remakes a
+batch's views in Python at each step (:meth:`cse.parts.Part.views`: the word repetition of
+``examples/word_repetition.py``, whose draws follow Python's generator from batch to batch) reads each
+view's tokens out of it (:func:`view_tokens`) and puts the new views back into tensors
+(:func:`padded_views`), each with one copy between torch and Python for the whole batch. (PromptBERT's
+templates need no Python per sentence: :func:`cse.prompts.wrapped_views`.)
 """
 
 from __future__ import annotations
 
+import functools
 from itertools import chain
 
 import datasets
@@ -28,11 +33,17 @@ from torch.utils.data import Dataset
 STORED_DTYPES = {"input_ids": torch.int32, "token_type_ids": torch.int8, "attention_mask": torch.int8}
 
 
+def column_kind(name: str) -> str | None:
+    """The column that ``name`` holds a view of (``repeated_input_ids``: ``input_ids``), None for another."""
+    return next((kind for kind in STORED_DTYPES if name.endswith(kind)), None)
+
+
 class TokenRows(Dataset):
     """The rows of a tokenised corpus as padded matrices (the module docstring). ``tokenizer``: the
     pad values (``pad_token_id`` for ``input_ids``, ``pad_token_type_id``, 0 for the attention mask)
     and the padding side, which must be the right. ``max_length``: every batch padded to it
-    (``--pad_to_max_length``), else to its longest sentence."""
+    (``--pad_to_max_length``), else to its longest sentence; a batch is as long as its longest row of
+    any column (a part's view may be longer than the sentence: ESimCSE's repetition)."""
 
     def __init__(self, tokenized: datasets.Dataset, tokenizer, max_length: int | None = None):
         if tokenizer.padding_side != "right":
@@ -42,23 +53,31 @@ class TokenRows(Dataset):
         self.max_length = max_length
         self.pad_values = {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id}
         table = tokenized.with_format("arrow")[:]
+        columns = {name: table.column(name).combine_chunks() for name in tokenized.column_names}
+        # each row's length, per column
+        self.column_lengths = {
+            name: torch.from_numpy(column.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64))
+            for name, column in columns.items()
+        }
+        # each row's longest column: a batch's length
+        self.lengths = functools.reduce(
+            torch.maximum, self.column_lengths.values(), torch.zeros(len(tokenized), dtype=torch.int64)
+        )
+        width = max(int(self.lengths.max()) if len(tokenized) else 0, max_length or 0)
         self.columns: dict[str, torch.Tensor] = {}
-        self.lengths = torch.zeros(len(tokenized), dtype=torch.int64)
-        for name in tokenized.column_names:
-            column = table.column(name).combine_chunks()
-            lengths = column.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+        for name, column in columns.items():
+            lengths = self.column_lengths[name].numpy()
             values = column.flatten().to_numpy(zero_copy_only=False)
-            width = max(int(lengths.max(initial=0)), max_length or 0)
             rows = np.repeat(np.arange(len(lengths)), lengths)
             positions = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            kind = column_kind(name)
             matrix = torch.full(
-                (len(lengths), width), self.pad_values.get(name, 0), dtype=STORED_DTYPES.get(name, torch.int64)
+                (len(lengths), width), self.pad_values.get(kind, 0), dtype=STORED_DTYPES.get(kind, torch.int64)
             )
             matrix[torch.from_numpy(rows), torch.from_numpy(positions)] = torch.from_numpy(values.astype(np.int64)).to(
                 matrix.dtype
             )
             self.columns[name] = matrix
-            self.lengths = torch.maximum(self.lengths, torch.from_numpy(lengths))
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -69,14 +88,16 @@ class TokenRows(Dataset):
         reads the corpus so, e.g. SARCSE's token frequencies)."""
         if isinstance(index, str):
             return list(self.column_rows(index))
-        length = int(self.lengths[index])
-        return {name: matrix[index, :length].tolist() for name, matrix in self.columns.items()}
+        return {
+            name: matrix[index, : int(self.column_lengths[name][index])].tolist()
+            for name, matrix in self.columns.items()
+        }
 
     def __getitems__(self, indices: list[int]) -> dict[str, torch.Tensor]:
         """The batch of these sentences: int64 tensors ``(len(indices), length)``, ``length`` the
-        longest one's or ``max_length``, padding right."""
+        longest row's (of any column), at least ``max_length``, padding right."""
         rows = torch.as_tensor(indices, dtype=torch.int64)
-        length = self.max_length or int(self.lengths[rows].max())
+        length = max(self.max_length or 0, int(self.lengths[rows].max()))
         return {name: matrix[rows, :length].to(torch.int64) for name, matrix in self.columns.items()}
 
     def token_ids(self):
@@ -85,7 +106,7 @@ class TokenRows(Dataset):
 
     def column_rows(self, name: str):
         """Each sentence's list of the column ``name``, unpadded, in corpus order (one at a time)."""
-        for row, length in zip(self.columns[name], self.lengths.tolist()):
+        for row, length in zip(self.columns[name], self.column_lengths[name].tolist()):
             yield row[:length].tolist()
 
 

@@ -94,12 +94,15 @@ def train(run: Run, callbacks=()):
 
 def build_trainer(run: Run, model, loss, **trainer_kwargs):
     """The trainer of ``model``, ``loss`` and the run's parts on the corpus its data arguments name
-    (tokenised here), its batches' views remade by the parts (:meth:`~cse.parts.Part.views`)."""
+    (tokenised here, with the columns the parts add: :meth:`~cse.parts.Part.corpus`), its batches' views
+    remade by the parts (:meth:`~cse.parts.Part.views`)."""
     data_args, training_args = run.data_args, run.training_args
     with training_args.main_process_first(desc="corpus tokenisation"):
         train_dataset, statistics = build_train_dataset(
             data_args, model.tokenizer, run.global_batch, cache_dir=run.model_args.cache_dir
         )
+        for part in run.parts:
+            train_dataset = part.corpus(train_dataset, model.tokenizer, data_args, training_args)
     check_run_steps(training_args, statistics.sentences)
     max_length = data_args.max_seq_length if data_args.pad_to_max_length else None
     return CSETrainer(

@@ -2,11 +2,11 @@
 (sub-word) tokens written twice in place, ``a b c`` -> ``a b b c``, so that the two views of a
 positive pair differ in length and not in meaning.
 
-The rules for how many tokens are repeated (:func:`repetition_choices`) and the remaking of a
-``(batch, 2, length)`` batch with new second views (:func:`with_second_views`) are shared by
-ESimCSE's part (:mod:`cse.methods.esimcse`) and the part outside the package in
-``examples/word_repetition.py``. The draws are Python's ``random`` calls, as the released code's:
-``randrange`` for the count, ``sample`` for the positions, from the generator a part gives.
+The rules for how many tokens are repeated (:func:`repetition_choices`) are shared by ESimCSE's part
+(:mod:`cse.methods.esimcse`), whose draws are seeded per sentence and so made once per corpus
+(:class:`SeededRepetition`), and the part outside the package in ``examples/word_repetition.py``,
+which remakes each batch (:class:`RepeatedViews`, :func:`with_second_views`). The draws are Python's
+``random`` calls, as the released code's: ``randrange`` for the count, ``sample`` for the positions.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import random
 import struct
+from dataclasses import dataclass
 
 import torch
+from datasets.fingerprint import Hasher
 
 from .batches import padded_views, view_tokens
 
@@ -27,6 +29,7 @@ from .batches import padded_views, view_tokens
 #   (whether the paper's n counts the special tokens is not said).
 RULES = ("released", "paper")
 RELEASED_CAP = 10  # the released code's min(10, .), an exclusive bound: at most 9 repeated tokens
+REPEATED = "repeated_"  # the corpus' columns of the repeated view: repeated_input_ids, repeated_attention_mask
 
 
 def repetition_choices(rule: str, dup_rate: float, length: int, real: int) -> int:
@@ -68,6 +71,49 @@ def repeat_some(tokens: list[int], real: list[int], choices: int, room: int | No
     return repeated(tokens, set(rng.sample(real, count)))
 
 
+@dataclass(frozen=True)
+class SeededRepetition:
+    """Each sentence's repeated view as ESimCSE draws it: a count by ``rule`` (:func:`repetition_choices`)
+    of its tokens other than ``special_ids``, written twice, the draws from a generator seeded by
+    ``seed`` and the sentence (:func:`sentence_generator`); the view kept within ``max_length`` tokens
+    (None: no cap). The same sentence gets the same view in every batch, epoch and resumed run, so the
+    views are drawn once for the whole corpus (:meth:`corpus`), as the released code draws them once
+    in preprocessing, and no Python runs per sentence at each step."""
+
+    seed: int
+    rule: str
+    dup_rate: float
+    max_length: int | None
+    special_ids: frozenset[int]
+
+    def __call__(self, tokens: list[int]) -> list[int]:
+        """``tokens`` (one sentence, special tokens included, no padding) with some written twice."""
+        real = [i for i, token in enumerate(tokens) if token not in self.special_ids]
+        choices = repetition_choices(self.rule, self.dup_rate, len(tokens), len(real))
+        room = None if self.max_length is None else self.max_length - len(tokens)
+        return repeat_some(tokens, real, choices, room, sentence_generator(self.seed, tokens))
+
+    def columns(self, rows: dict[str, list]) -> dict[str, list]:
+        """The repeated view of each of ``rows["input_ids"]``: ``repeated_input_ids`` and its
+        ``repeated_attention_mask`` (a ``datasets.map`` function, batched)."""
+        ids = [self(tokens) for tokens in rows["input_ids"]]
+        return {REPEATED + "input_ids": ids, REPEATED + "attention_mask": [[1] * len(view) for view in ids]}
+
+    def corpus(self, tokenized, num_proc: int | None = None, load_from_cache_file: bool = True):
+        """``tokenized`` (a ``datasets.Dataset`` with ``input_ids``) with :meth:`columns`, cached by
+        ``datasets`` under the corpus' fingerprint and these settings (a second run with the same seed
+        reads them back)."""
+        settings = [self.seed, self.rule, self.dup_rate, self.max_length, sorted(self.special_ids)]
+        return tokenized.map(
+            self.columns,
+            batched=True,
+            num_proc=num_proc,
+            load_from_cache_file=load_from_cache_file,
+            new_fingerprint=Hasher.hash([tokenized._fingerprint, *settings]),
+            desc="Word repetition",
+        )
+
+
 def first_views(batch: dict[str, torch.Tensor]) -> list[list[int]]:
     """Each sentence's first view, its tokens without padding."""
     return view_tokens(batch, 0)
@@ -84,7 +130,8 @@ def with_second_views(
 
 
 class RepeatedViews:
-    """The hooks of a part whose views repeat tokens of each sentence's view 1 (mixed in before
+    """The hooks of a part whose views repeat tokens of each sentence's view 1, drawn anew for each
+    batch (``examples/word_repetition.py``: Python's generator, which the Trainer seeds; mixed in before
     :class:`cse.parts.Part`): it reads ``--max_seq_length`` (``prepare_run``) and the tokenizer's
     special tokens and padding (``wrap``), and remakes each batch with view 1 as :meth:`repeat` gives it
     (``views``). A subclass says how many tokens and which (:meth:`repeat`)."""

@@ -115,7 +115,6 @@ def test_the_queue_joins_mixcses_softmax_row_by_row():
 def part_with(**flags):
     part = ESimCSE(ESimCSEArguments(**flags), SimpleNamespace(temp=0.05))
     part.loss(None, None, frozenset())
-    part.seed = 42
     part.width = 2  # what setup reads from the model: the queue rows' width
     return part
 
@@ -164,17 +163,28 @@ def tiny_model(tiny_bert):
     return model
 
 
+def repeated_batch(part, tokenizer, sentences, seed):
+    """The training batch of ``sentences`` with ``part``'s views under ``--seed seed``, through the
+    run's data path."""
+    import datasets
+
+    from cse.batches import TokenRows
+
+    data_args = SimpleNamespace(max_seq_length=32, preprocessing_num_workers=None, overwrite_cache=False)
+    corpus = datasets.Dataset.from_dict(dict(tokenizer(sentences)))
+    tokenized = part.corpus(corpus, tokenizer, data_args, SimpleNamespace(seed=seed))
+    rows = TokenRows(tokenized, tokenizer)
+    return TwoViewCollator(tokenizer, views=[part.views])(rows.__getitems__(list(range(len(rows)))))
+
+
 def test_the_momentum_forward_is_view_0s_without_dropout_through_the_online_head(tiny_bert, tokenizer):
     model = tiny_model(tiny_bert).train()
     part = part_with(momentum_start="pretrained")
     part.wrap(model, frozenset())
     part.momentum = part.start_momentum(model.backbone, seed=0)
     assert not any(name.startswith("pooler.") for name in part.momentum)  # the head stays online
-    batch = TwoViewCollator(tokenizer)([dict(tokenizer(s)) for s in SENTENCES[:4]])
-    collated = batch
     for seed in range(20):  # a seed under which some sentence's view 1 repeats a token
-        part.seed = seed
-        batch = part.views(collated)
+        batch = repeated_batch(part, tokenizer, SENTENCES[:4], seed)
         if not torch.equal(batch["input_ids"][:, 0], batch["input_ids"][:, 1]):
             break
     first, second = part.momentum_embeddings(model, batch), part.momentum_embeddings(model, batch)
@@ -253,18 +263,19 @@ def test_repeating_a_position_writes_it_twice_in_place():
         assert repeated(tokens, positions) == [t for i, t in enumerate(tokens) for t in [t] * (1 + (i in positions))]
 
 
-def draws(part, tokens, n):
+def draws(part, tokens, n, max_length=32):
     """``part``'s repetition of ``tokens`` under the seeds 0..n-1: one draw per seed and sentence."""
     views = []
     for seed in range(n):
-        part.seed = seed
-        views.append(part.repeat(tokens))
+        views.append(part.repetition(SPECIAL, SimpleNamespace(max_seq_length=max_length), seed)(tokens))
     return views
+
+
+SPECIAL = SimpleNamespace(all_special_ids=[101, 102, 0])  # the tokenizer's special tokens, as the part reads them
 
 
 def test_released_repetition_distribution_is_exact_and_special_tokens_never_repeat():
     part = part_with()
-    part.special_ids, part.max_length = frozenset({101, 102, 0}), 32
     seven = [101, 11, 12, 13, 14, 15, 102]  # L = 7: 0 or 1 repeated token, each with probability 1/2
     views = draws(part, seven, 4000)
     lengths = [len(view) - len(seven) for view in views]
@@ -278,31 +289,63 @@ def test_released_repetition_distribution_is_exact_and_special_tokens_never_repe
     long = [101, *range(1000, 1030), 102]
     assert {len(view) - 32 for view in draws(part, long, 600)} == set(range(10))
     capped = part_with(cap_repetition=True)
-    capped.special_ids, capped.max_length = part.special_ids, 36
-    assert max(len(view) for view in draws(capped, long, 300)) == 36
+    assert max(len(view) for view in draws(capped, long, 300, max_length=36)) == 36
     # one repetition per sentence and seed, whatever else is drawn in between
-    part.seed = 3
-    first = part.repeat(long)
+    repeat = part.repetition(SPECIAL, SimpleNamespace(max_seq_length=32), 3)
+    first = repeat(long)
     torch.rand(100)
-    assert part.repeat(long) == first
+    random.random()
+    assert repeat(long) == first
 
 
-def test_views_change_view_1_only(tokenizer):
-    part = part_with()
-    part.special_ids, part.pad_id = frozenset(tokenizer.all_special_ids), tokenizer.pad_token_id
-    features = [dict(tokenizer(s)) for s in SENTENCES]
-    batch = TwoViewCollator(tokenizer)(features)
+@pytest.mark.parametrize("pad_to_max_length", [False, True])
+@pytest.mark.parametrize("family", ["bert-base-uncased", "roberta-base"])
+def test_batches_hold_the_sentence_and_its_repetition_drawn_once_per_corpus(family, tmp_path, pad_to_max_length):
+    """The whole data path (the corpus' columns, the sliced rows, the collator, the views hook) against
+    each sentence's repetition drawn alone and padded by hand: view 0 the sentence, view 1 its
+    repetition, both padded to the batch's longest view (at least --max_seq_length when padding to
+    it), the masks exactly the tokens, token types zero; a second build reads the columns back from
+    the cache."""
+    import datasets
+
+    from cse.batches import TokenRows
+
+    tokenizer = AutoTokenizer.from_pretrained(os.path.join(TOKENIZERS, family))
+    data_args = SimpleNamespace(max_seq_length=24, preprocessing_num_workers=None, overwrite_cache=False)
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(f'{{"text": "{s}"}}\n' for s in SENTENCES * 3))
+    corpus = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "cache"))
+    tokenized = corpus.map(lambda r: tokenizer(r["text"], truncation=True, max_length=24), remove_columns=["text"])
+    part, training_args = part_with(), SimpleNamespace(seed=5)
+    with_views = part.corpus(tokenized, tokenizer, data_args, training_args)
+    repeat = part.repetition(tokenizer, data_args, 5)
+    assert with_views["repeated_input_ids"] == [repeat(tokens) for tokens in tokenized["input_ids"]]
+    # a second build with the same seed reads the columns back from datasets' cache: nothing is written
+    written = [os.stat(f["filename"]).st_mtime_ns for f in with_views.cache_files]
+    again = part.corpus(tokenized, tokenizer, data_args, training_args)
+    assert again.cache_files == with_views.cache_files
+    assert [os.stat(f["filename"]).st_mtime_ns for f in again.cache_files] == written
+    # another seed draws other repetitions, into another cache file
+    other = part.corpus(tokenized, tokenizer, data_args, SimpleNamespace(seed=6))
+    assert other.cache_files != with_views.cache_files
+    assert other["repeated_input_ids"] == [part.repetition(tokenizer, data_args, 6)(t) for t in tokenized["input_ids"]]
+    rows = TokenRows(with_views, tokenizer, 24 if pad_to_max_length else None)
+    collate = TwoViewCollator(tokenizer, max_length=24 if pad_to_max_length else None, views=[part.views])
     changed = 0
-    for seed in range(20):
-        part.seed = seed
-        out = part.views(batch)
-        for i, feature in enumerate(features):
-            first, second = (out["input_ids"][i, v][out["attention_mask"][i, v].bool()].tolist() for v in (0, 1))
-            assert first == feature["input_ids"]  # view 0 is the sentence itself
-            assert second[0] == tokenizer.cls_token_id and second[-1] == tokenizer.sep_token_id
-            assert second.count(tokenizer.cls_token_id) == 1 and second.count(tokenizer.sep_token_id) == 1
-            changed += second != first
+    for indices in ([0, 1, 2], [3, 4, 5, 6, 7], list(range(len(rows)))):
+        batch = collate(rows.__getitems__(indices))
+        views = [(tokenized[i]["input_ids"], repeat(tokenized[i]["input_ids"])) for i in indices]
+        width = max([24] * pad_to_max_length + [len(v) for pair in views for v in pair])
+        pad = tokenizer.pad_token_id
+        assert sorted(batch) == sorted(name for name in tokenized.column_names)  # the view columns taken out
+        assert batch["input_ids"].tolist() == [[v + [pad] * (width - len(v)) for v in pair] for pair in views]
+        masks = [[[1] * len(v) + [0] * (width - len(v)) for v in pair] for pair in views]
+        assert batch["attention_mask"].tolist() == masks
+        assert "token_type_ids" not in batch or not batch["token_type_ids"].any()
+        changed += sum(first != second for first, second in views)
     assert changed > 0
+    with pytest.raises(RuntimeError, match="repeated views"):
+        part.views(TwoViewCollator(tokenizer)([dict(tokenizer(s)) for s in SENTENCES[:2]]))
 
 
 def test_remade_batches_equal_a_sentence_by_sentence_padding():
@@ -425,6 +468,44 @@ class BackboneAtEachStep(TrainerCallback):
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         self.snapshot(model)
+
+
+# sha256 (first 16 hex digits) of the six training batches of `small_run_argv(..., 6, --variant V
+# --pad_to_max_length P --max_seq_length L --seed S --queue_size 16)`, each batch's input_ids,
+# attention_mask and token_type_ids in turn (name, shape, int64 bytes), recorded at 2d2e9d6, when each
+# batch drew its sentences' repetitions in the data loader
+RECORDED_BATCHES = {
+    ("bert", "released", "false", "48", "7"): "8c8c02588b74f9c6",
+    ("bert", "paper", "true", "48", "8"): "5d79748666292087",
+    ("bert", "released", "false", "16", "8"): "e08dd852d72d74e1",
+    ("roberta", "released", "true", "48", "7"): "3f5b6e6682a0d5dd",
+    ("roberta", "paper", "false", "48", "8"): "e14fd40f388d1978",
+}
+
+
+def test_a_runs_batches_are_those_recorded_when_each_batch_drew_its_repetitions(backbones, tmp_path, monkeypatch):
+    import hashlib
+
+    from cse.trainer import CSETrainer
+
+    seen, training_step = [], CSETrainer.training_step
+
+    def recording(self, model, inputs, *args, **kwargs):
+        seen.append({k: v.detach().clone() for k, v in inputs.items()})
+        return training_step(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(CSETrainer, "training_step", recording)
+    for (family, variant, pad, length, seed), expected in RECORDED_BATCHES.items():
+        seen.clear()
+        flags = ["--variant", variant, "--pad_to_max_length", pad, "--max_seq_length", length, "--seed", seed]
+        run_esimcse.main(small_run_argv(backbones[family], tmp_path / "-".join(flags), 6, *flags, "--queue_size", "16"))
+        digest = hashlib.sha256()
+        for batch in seen:
+            for name in ("attention_mask", "input_ids", "token_type_ids"):
+                if name in batch:
+                    tensor = batch[name].to(torch.int64).contiguous()
+                    digest.update(name.encode() + str(tuple(tensor.shape)).encode() + tensor.numpy().tobytes())
+        assert (len(seen), digest.hexdigest()[:16]) == (6, expected), (family, variant, pad, length, seed)
 
 
 @pytest.mark.e2e

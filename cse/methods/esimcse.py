@@ -44,7 +44,7 @@ from ..losses.esimcse import CITATION, ESimCSELoss
 from ..parts import EVERY_PART, Part
 from ..ranges import RANGE, Range, check_choices, check_fields, flag, probability
 from ..registry import BenchShape, MethodRecord, register
-from ..repetition import RULES, RepeatedViews, repeat_some, repetition_choices, sentence_generator
+from ..repetition import REPEATED, RULES, SeededRepetition
 
 logger = logging.getLogger(__name__)
 
@@ -120,8 +120,9 @@ class ESimCSEArguments:
             )
 
 
-class ESimCSE(RepeatedViews, Part):
-    """ESimCSE's part: word repetition of view 1 (:meth:`views`, in the data loader), the queue's
+class ESimCSE(Part):
+    """ESimCSE's part: word repetition of view 1 (drawn once per corpus, :meth:`corpus`, and put in
+    each batch by :meth:`views`), the queue's
     columns in the softmax (:meth:`loss`: :class:`~cse.losses.esimcse.ESimCSELoss`, around the
     softmax of a part that replaces it), and after each loss the momentum update and the enqueueing
     of view 0's momentum embeddings (:meth:`terms`, which adds no term).
@@ -161,13 +162,12 @@ class ESimCSE(RepeatedViews, Part):
 
     def __init__(self, args=None, model_args=None):
         super().__init__(args, model_args)
-        self.seed = None  # the run's --seed, which with a sentence's tokens seeds its repetition (setup)
         self.queue_loss: ESimCSELoss | None = None  # the loss that reads the queue (loss)
         self.momentum: dict[str, torch.Tensor] | None = None  # theta_m by the backbone's weight names
         self._pairs = None  # ([theta_m], [theta]) in the same order, built once
         self.width: int | None = None  # the model's embedding size, the queue rows' (setup)
 
-    # --- the build (prepare_run, wrap: RepeatedViews') ----------------------------------------------
+    # --- the build ----------------------------------------------------------------------------------
 
     def loss(self, loss, model, replaced):
         """The queue's columns in InfoNCE's softmax, or in that of the part that replaces it (``base``:
@@ -177,26 +177,45 @@ class ESimCSE(RepeatedViews, Part):
         self.queue_loss = ESimCSELoss(self.model_args.temp, base=loss if "softmax" in replaced else None)
         return self.queue_loss
 
-    # --- the batch (views: RepeatedViews') ----------------------------------------------------------
+    # --- the batch -----------------------------------------------------------------------------------
 
-    def repeat(self, tokens: list[int]) -> list[int]:
-        """``tokens`` (one sentence, special tokens included, no padding) with some real tokens written
-        twice: as many as ``--repetition`` draws, at most what fits in ``--max_seq_length`` with
-        ``--cap_repetition``. Special tokens are never chosen. The draws come from a generator seeded by
-        ``--seed`` and the sentence (:func:`cse.repetition.sentence_generator`): one repetition per
-        sentence, as the released code draws it once in preprocessing, and a resumed run draws what the
-        uninterrupted one did."""
-        if self.seed is None:
-            raise RuntimeError("ESimCSE's views are drawn with the run's seed, which its setup(trainer) reads")
-        real = [i for i, token in enumerate(tokens) if token not in self.special_ids]
-        choices = repetition_choices(self.args.repetition, self.args.dup_rate, len(tokens), len(real))
-        room = self.max_length - len(tokens) if self.args.cap_repetition and self.max_length else None
-        return repeat_some(tokens, real, choices, room, sentence_generator(self.seed, tokens))
+    def repetition(self, tokenizer, data_args, seed: int) -> SeededRepetition:
+        """Each sentence's repetition: as many real tokens as ``--repetition`` draws (special tokens are
+        never chosen), at most what fits in ``--max_seq_length`` with ``--cap_repetition``, from a
+        generator seeded by ``seed`` (the run's ``--seed``) and the sentence
+        (:class:`cse.repetition.SeededRepetition`): one repetition per sentence, as the released code
+        draws it once in preprocessing, and a resumed run draws what the uninterrupted one did."""
+        return SeededRepetition(
+            seed=seed,
+            rule=self.args.repetition,
+            dup_rate=self.args.dup_rate,
+            max_length=data_args.max_seq_length if self.args.cap_repetition else None,
+            special_ids=frozenset(tokenizer.all_special_ids),
+        )
+
+    def corpus(self, tokenized, tokenizer, data_args, training_args):
+        """The corpus with each sentence's repeated view (:meth:`repetition`, seeded by ``--seed``),
+        drawn once and cached with the corpus (``--preprocessing_num_workers`` processes;
+        ``--overwrite_cache`` draws again)."""
+        return self.repetition(tokenizer, data_args, training_args.seed).corpus(
+            tokenized, data_args.preprocessing_num_workers, load_from_cache_file=not data_args.overwrite_cache
+        )
+
+    def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """View 1 of each sentence its repeated view, read from the corpus' columns (:meth:`corpus`);
+        view 0 the sentence itself; every view as long as the batch's longest (the batch is sliced so),
+        token types zero."""
+        if REPEATED + "input_ids" not in batch:
+            raise RuntimeError("ESimCSE's batches are sliced from a corpus with its repeated views (ESimCSE.corpus)")
+        ids, mask = batch.pop(REPEATED + "input_ids"), batch.pop(REPEATED + "attention_mask")
+        batch["input_ids"][:, 1], batch["attention_mask"][:, 1] = ids[:, 1], mask[:, 1]
+        if "token_type_ids" in batch:
+            batch["token_type_ids"].zero_()
+        return batch
 
     # --- the trainer --------------------------------------------------------------------------------
 
     def setup(self, trainer) -> None:
-        self.seed = trainer.args.seed
         if self.queue_loss is None:
             return
         self.width = trainer.model.embedding_size
