@@ -234,6 +234,15 @@ class CSETrainingArguments(TrainingArguments):
             "each; default half, three quarters and all of --max_seq_length, in multiples of 8."
         },
     )
+    keep_cpu_memory: bool = field(
+        default=True,
+        metadata={
+            "help": "On a CPU with glibc, keep the memory a step frees in the process for the next step (glibc's "
+            "trim and mmap thresholds raised, as PyTorch's CUDA caching allocator keeps GPU memory) instead of "
+            "returning it to the system and faulting it in again at each step (docs/speed.md); false keeps glibc's "
+            "defaults. Left alone where MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES is set."
+        },
+    )
 
     def __post_init__(self):
         if self.final_eval not in FINAL_EVAL_MODES:

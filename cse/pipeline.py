@@ -19,6 +19,7 @@ from .arguments import check_run_steps, run_steps
 from .atomic import atomic_path, publish, staging_dir, write_json
 from .batches import TokenRows
 from .build import build
+from .cpu_memory import keep_freed_memory
 from .data import TwoViewCollator, build_train_dataset, check_sequence_length, graph_lengths
 from .environment import collect_environment
 from .errors import CSEUsageError
@@ -74,6 +75,13 @@ def train(run: Run, callbacks=()):
     training_args = run.training_args
     setup_logging(training_args)
     check_precision(training_args)  # before a part writes into the output directory
+    if training_args.keep_cpu_memory and training_args.device.type == "cpu":
+        kept = keep_freed_memory()
+        logger.info(
+            "memory freed by a step is kept for the next (--keep_cpu_memory)"
+            if kept is None
+            else f"memory freed by a step goes back to the system: {kept}"
+        )
     if training_args.cuda_graphs:
         graph_lengths(run.data_args.max_seq_length, training_args.cuda_graph_lengths)  # refused before any work
     # What a part writes before the checks (SG-BERT's corpus) is removed again when one refuses the run;

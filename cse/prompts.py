@@ -35,6 +35,7 @@ put it there), so that the embedding is read at the *last* mask token of each ro
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -150,6 +151,20 @@ def last_mask_states(states: torch.Tensor, input_ids: torch.Tensor, mask_id: int
     return states.gather(1, last[:, None, None].expand(-1, 1, states.shape[-1])).squeeze(1)
 
 
+@functools.lru_cache(maxsize=16)
+def template_words(
+    templates: tuple[TemplateTokens, ...], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The constants :func:`wrapped_views` gathers with, made once per set of templates: ``(views,
+    longest + 1)`` each template's words (prefix then suffix), padded with ``pad_id`` to the longest and
+    one more ``pad_id`` (the padding column); ``(views, 1)`` the prefixes' and the templates' lengths."""
+    longest = max(len(t) for t in templates)
+    words = torch.tensor([[*t.empty, *[pad_id] * (longest + 1 - len(t))] for t in templates])
+    prefix = torch.tensor([len(t.prefix) for t in templates])[:, None]
+    sizes = torch.tensor([len(t) for t in templates])[:, None]
+    return words, prefix, sizes
+
+
 def wrapped_views(
     batch: dict[str, torch.Tensor], templates: Sequence[TemplateTokens], special_ids: torch.Tensor, pad_id: int
 ) -> dict[str, torch.Tensor]:
@@ -162,26 +177,24 @@ def wrapped_views(
     ``batch`` has them), the dtypes ``batch``'s. One gather for the whole batch, no Python per sentence."""
     ids, mask = batch["input_ids"], batch["attention_mask"]
     length = ids.shape[-1]
+    words, prefix, sizes = template_words(tuple(templates), pad_id)
+    longest = words.shape[-1] - 1
     lengths = mask.sum(-1, keepdim=True)  # (batch, views, 1): right padding, each row's tokens its first `lengths`
     first = (torch.isin(ids[..., :1], special_ids) & (lengths > 0)).long()
-    last = ids.gather(-1, (lengths - 1).clamp(min=0))
+    last = ids.gather(-1, (lengths - 1).clamp_(min=0))
     n = lengths - first - (torch.isin(last, special_ids) & (lengths > first)).long()  # the sentence's tokens
-    # each view's template words, prefix then suffix, padded to the longest template
-    longest = max(len(t) for t in templates)
-    words = torch.tensor([[*t.empty, *[pad_id] * (longest - len(t))] for t in templates], dtype=ids.dtype)
-    prefix = torch.tensor([len(t.prefix) for t in templates])[:, None]  # (views, 1)
-    rows = n + torch.tensor([len(t) for t in templates])[:, None]
+    rows = n + sizes
     j = torch.arange(max(length - 2 + longest, int(rows.max())))
-    # one gather from [the view's tokens | its template's words | padding]: the sentence's token j - prefix
-    # after the first special token, the template's word j before the sentence and j - n after it
-    source = torch.cat([ids, words.expand(ids.shape[0], -1, -1), torch.full_like(ids[..., :1], pad_id)], -1)
-    index = torch.where(
-        j < prefix,
-        length + j,
-        torch.where(j < prefix + n, first + j - prefix, torch.where(j < rows, length + j - n, length + longest)),
-    )
-    out_ids = source.gather(-1, index)
-    out = {"input_ids": out_ids, "attention_mask": (j < rows).to(mask.dtype)}
+    # one gather from [the view's tokens | its template's words | padding]: the sentence's token
+    # j - prefix after the first special token, the template's word j before the sentence and j - n after
+    # it, padding from the row's end
+    source = torch.cat([ids, words.to(ids.dtype).expand(ids.shape[0], -1, -1)], -1)
+    in_sentence, beyond = j - prefix, j + length
+    index = torch.where(in_sentence < n, in_sentence + first, beyond - n)
+    index = torch.where(in_sentence < 0, beyond, index)
+    valid = j < rows
+    out_ids = source.gather(-1, torch.where(valid, index, length + longest))
+    out = {"input_ids": out_ids, "attention_mask": valid.to(mask.dtype)}
     if "token_type_ids" in batch:
         out["token_type_ids"] = torch.zeros_like(out_ids)
     return out
