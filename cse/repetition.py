@@ -16,6 +16,7 @@ import random
 import struct
 from dataclasses import dataclass
 
+import datasets
 import torch
 from datasets.fingerprint import Hasher
 
@@ -104,9 +105,14 @@ class SeededRepetition:
         ``datasets`` under the corpus' fingerprint and these settings (a second run with the same seed
         reads them back)."""
         settings = [self.seed, self.rule, self.dup_rate, self.max_length, sorted(self.special_ids)]
+        features = tokenized.features.copy()
+        # stored as TokenRows keeps them (token ids below 2^31), not as Python's 64-bit integers
+        features[REPEATED + "input_ids"] = datasets.List(datasets.Value("int32"))
+        features[REPEATED + "attention_mask"] = datasets.List(datasets.Value("int8"))
         return tokenized.map(
             self.columns,
             batched=True,
+            features=features,
             num_proc=num_proc,
             load_from_cache_file=load_from_cache_file,
             new_fingerprint=Hasher.hash([tokenized._fingerprint, *settings]),
