@@ -240,7 +240,7 @@ class CSETrainingArguments(TrainingArguments):
             "help": "On a CPU with glibc, keep the memory a step frees in the process for the next step (glibc's "
             "trim and mmap thresholds raised, as PyTorch's CUDA caching allocator keeps GPU memory) instead of "
             "returning it to the system and faulting it in again at each step (docs/speed.md); false keeps glibc's "
-            "defaults. Left alone where MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES is set."
+            "defaults. Left alone where MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES set them."
         },
     )
 

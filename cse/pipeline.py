@@ -75,12 +75,11 @@ def train(run: Run, callbacks=()):
     training_args = run.training_args
     setup_logging(training_args)
     check_precision(training_args)  # before a part writes into the output directory
-    if training_args.keep_cpu_memory and training_args.device.type == "cpu":
-        kept = keep_freed_memory()
+    if training_args.device.type == "cpu":
         logger.info(
-            "memory freed by a step is kept for the next (--keep_cpu_memory)"
-            if kept is None
-            else f"memory freed by a step goes back to the system: {kept}"
+            keep_freed_memory()
+            if training_args.keep_cpu_memory
+            else "glibc's allocator as it comes, freed memory going back to the system (--keep_cpu_memory false)"
         )
     if training_args.cuda_graphs:
         graph_lengths(run.data_args.max_seq_length, training_args.cuda_graph_lengths)  # refused before any work

@@ -102,9 +102,10 @@ class SeededRepetition:
 
     def corpus(self, tokenized, num_proc: int | None = None, load_from_cache_file: bool = True):
         """``tokenized`` (a ``datasets.Dataset`` with ``input_ids``) with :meth:`columns`, cached by
-        ``datasets`` under the corpus' fingerprint and these settings (a second run with the same seed
-        reads them back)."""
-        settings = [self.seed, self.rule, self.dup_rate, self.max_length, sorted(self.special_ids)]
+        ``datasets`` under the corpus' fingerprint, these settings and the code that draws them (a
+        second run with the same seed reads them back; a release that draws otherwise draws again)."""
+        code = [SeededRepetition.__call__, repetition_choices, repeat_some, repeated, sentence_generator]
+        settings = [self.seed, self.rule, self.dup_rate, self.max_length, sorted(self.special_ids), *code]
         features = tokenized.features.copy()
         # stored as TokenRows keeps them (token ids below 2^31), not as Python's 64-bit integers
         features[REPEATED + "input_ids"] = datasets.List(datasets.Value("int32"))
