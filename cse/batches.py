@@ -1,10 +1,10 @@
-"""The tokenised training corpus as tensors, and its batches sliced from them.
+"""The tokenised training corpus as matrices, and its batches sliced from them.
 
 :class:`TokenRows` turns the tokenised corpus (a ``datasets.Dataset`` of token-id lists, one row a
 sentence) once into one padded matrix per column, each sentence's length beside it. The data
 loader's sampler picks a batch's sentences as before; :meth:`TokenRows.__getitems__` then slices
 their rows out of the matrices, cut to the batch's longest sentence (or padded to ``max_length``),
-in one tensor operation per column: the batch :class:`cse.data.TwoViewCollator` would have made by
+one numpy slice per column, into int64 tensors: the batch :class:`cse.data.TwoViewCollator` would have made by
 padding the sentences' lists with the tokenizer (right padding with the tokenizer's pad values),
 bit for bit, without Python work per sentence per step.
 
