@@ -9,14 +9,14 @@ padding the sentences' lists with the tokenizer (right padding with the tokenize
 bit for bit, without Python work per sentence per step.
 
 A part whose views of a sentence depend on that sentence alone adds them to the tokenised corpus once,
-as more columns (:meth:`cse.parts.Part.corpus`: ESimCSE's repeated view, drawn per sentence), which
+as more columns (:meth:`cse.parts.Part.corpus`: ESimCSE's repeated view, drawn per sentence;
+PromptBERT's and CoT-BERT's templated views, :class:`cse.prompts.TemplateViews`), which
 are sliced with the others: a column's name ends with the column it is a view of (``input_ids``,
 ``attention_mask``, ``token_type_ids``), which gives its dtype and padding. A part that remakes a
 batch's views in Python at each step (:meth:`cse.parts.Part.views`: the word repetition of
 ``examples/word_repetition.py``, whose draws follow Python's generator from batch to batch) reads each
 view's tokens out of it (:func:`view_tokens`) and puts the new views back into tensors
-(:func:`padded_views`), each with one copy between torch and Python for the whole batch. (PromptBERT's
-templates need no Python per sentence: :func:`cse.prompts.wrapped_views`.)
+(:func:`padded_views`), each with one copy between torch and Python for the whole batch.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from torch.utils.data import Dataset
 
 # the narrowest dtype each column's values fit in, kept in memory (token ids: below 2^31 for any vocabulary)
 STORED_DTYPES = {"input_ids": np.int32, "token_type_ids": np.int8, "attention_mask": np.int8}
+# the tokenised sentence's own columns (the collator repeats them into views)
+SENTENCE_COLUMNS = tuple(STORED_DTYPES)
 
 
 def column_kind(name: str) -> str | None:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from datasets.exceptions import DatasetNotFoundError
 from scipy.special import gammaln, logsumexp
 
+from .batches import SENTENCE_COLUMNS
 from .errors import CSEUsageError
 from .export import position_limit
 from .file_checks import require_regular_file
@@ -429,7 +430,8 @@ def tokenize_corpus(
 
 class TwoViewCollator:
     """Pad a batch of tokenised sentences (or take one padded already, as :class:`cse.batches.TokenRows`
-    slices it) and repeat each one: tensors of shape ``(batch, 2, length)``.
+    slices it) and repeat each one: tensors of shape ``(batch, 2, length)``; the columns a part adds to
+    the corpus (:meth:`~cse.parts.Part.corpus`) stay ``(batch, length)``, for its views to read.
     ``length`` is the batch's longest sentence, or ``max_length`` when given (static shapes). Then
     each of ``views`` (the parts' :meth:`~cse.parts.Part.views`) remakes the batch in turn, and the
     batch is padded on to the shortest of ``lengths`` that holds it, if any (a few shapes, one CUDA
@@ -448,7 +450,11 @@ class TwoViewCollator:
         else:
             padding = "max_length" if self.max_length else True
             batch = self.tokenizer.pad(features, padding=padding, max_length=self.max_length, return_tensors="pt")
-        batch = {k: v.unsqueeze(1).expand(-1, self.num_views, -1).contiguous() for k, v in batch.items()}
+        # the sentence's own columns repeated; a part's columns of the corpus (its views) go as they are
+        batch = {
+            k: v.unsqueeze(1).expand(-1, self.num_views, -1).contiguous() if k in SENTENCE_COLUMNS else v
+            for k, v in batch.items()
+        }
         for remake in self.views:
             batch = remake(batch)
         length = batch["input_ids"].shape[-1]

@@ -7,8 +7,9 @@ reconstruction, SG-BERT's self-guidance. A method's preset is the list of its on
 composition (``run_cse.py --parts a,b``) is a list of several. :class:`cse.trainer.CSETrainer`
 runs one step program over the list it holds::
 
-    corpus   = the tokenised corpus, then part.corpus(corpus)  once  (ESimCSE's repeated views)
-    batch    = the collator's two views, then part.views(batch)         (PromptBERT's templates)
+    corpus   = the tokenised corpus, then part.corpus(corpus)  once  (ESimCSE's repeated views,
+                                                                     PromptBERT's templates)
+    batch    = the collator's two views, then part.views(batch)         (their views stacked)
     outputs  = model(**batch)            the encoder (part.encoder) and its wrappers (part.wrap:
                                          V-advCSE's head, AdCSE's momentum encoder of the positives)
     terms    = loss's terms of the two views (InfoNCE; part.loss replaces it: MixCSE, or extends
@@ -184,7 +185,8 @@ class Part:
     def corpus(self, tokenized, tokenizer, data_args, training_args):
         """The tokenised training corpus (a ``datasets.Dataset``, a row a sentence) with the columns
         this part's :meth:`views` read, computed once before training, e.g. with a cached
-        ``tokenized.map`` (ESimCSE's repeated view of each sentence); a column's name ends with the
+        ``tokenized.map`` (ESimCSE's repeated view of each sentence; PromptBERT's templated views, which replace
+        the sentence's own columns); a column's name ends with the
         column it is a view of (:func:`cse.batches.column_kind`). For views that depend on each
         sentence alone: what differs from batch to batch belongs in :meth:`views`."""
         return tokenized

@@ -12,12 +12,16 @@ import signal
 import socket
 import subprocess
 import sys
+from types import SimpleNamespace
 
+import datasets
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from cse.batches import TokenRows
+from cse.data import TwoViewCollator
 from cse.run_dir import begin_checkpoint
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -179,6 +183,21 @@ def backbones(tiny_bert, tiny_roberta):
 @pytest.fixture(scope="session")
 def no_dropout_backbones(no_dropout_bert, no_dropout_roberta):
     return {"bert": no_dropout_bert, "roberta": no_dropout_roberta}
+
+
+def sliced_batches(part, tokenizer, rows, batches, max_length=None):
+    """The training batches of the tokenised sentences ``rows`` (a dict of token lists, as the corpus
+    holds them), one for each list of row indices in ``batches``, as a run makes them: the corpus with
+    the part's columns (:meth:`~cse.parts.Part.corpus`), sliced (:class:`cse.batches.TokenRows`) and
+    collated with the part's views; padded to ``max_length`` where given (--pad_to_max_length)."""
+    data_args = SimpleNamespace(
+        max_seq_length=max_length, pad_to_max_length=max_length is not None, preprocessing_num_workers=None,
+        overwrite_cache=False,
+    )  # fmt: skip
+    corpus = part.corpus(datasets.Dataset.from_dict(dict(rows)), tokenizer, data_args, SimpleNamespace(seed=7))
+    data = TokenRows(corpus, tokenizer, max_length)
+    collate = TwoViewCollator(tokenizer, max_length=max_length, views=[part.views])
+    return [collate(data.__getitems__(list(indices))) for indices in batches]
 
 
 def small_run_argv(model, out, steps, *flags):

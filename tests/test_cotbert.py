@@ -21,7 +21,16 @@ from cse.parts import why_not
 from cse.prompts import TemplateTokens
 from cse.registry import get
 
-from .conftest import REPO, SENTENCES, TOKENIZERS, assert_nothing_written, common_args, refusal, small_run_argv
+from .conftest import (
+    REPO,
+    SENTENCES,
+    TOKENIZERS,
+    assert_nothing_written,
+    common_args,
+    refusal,
+    sliced_batches,
+    small_run_argv,
+)
 
 # --- the loss: float64 hand computations (docs/methods/cotbert.md, "The loss") ---------------------
 
@@ -168,8 +177,7 @@ def test_the_sentence_is_cut_never_the_template():
     corpus = tokenize_lines(tok, [words], 34)
     part = CoTBERT(CoTBERTArguments())
     part.keep_templates(SimpleNamespace(tokens=[anchor, positive, negative], tokenizer=tok))
-    ids = torch.tensor(corpus["input_ids"])[:, None].expand(-1, 2, -1)
-    views = part.views({"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    (views,) = sliced_batches(part, tok, corpus, [[0]])
     sentence = tok.encode(words, add_special_tokens=False)[:32]
     assert views["input_ids"].shape == (1, 3, 20 + 32)
     assert views["input_ids"][0, 0, :50].tolist() == wrapped(anchor, sentence)
@@ -190,11 +198,12 @@ def encoder(no_dropout_bert):
     return no_dropout_encoder(no_dropout_bert, "bert")
 
 
-def views_of(encoder, batch):
-    """The part's three views of a tokenised batch, as the collator hands it two."""
+def views_of(encoder, rows):
+    """The part's three views of the tokenised sentences ``rows``, the batch a run makes of them."""
     part = CoTBERT(CoTBERTArguments())
     part.keep_templates(encoder)
-    return part.views({k: v[:, None].expand(-1, 2, -1) for k, v in batch.items()})
+    (batch,) = sliced_batches(part, encoder.tokenizer, rows, [range(len(rows["input_ids"]))])
+    return batch
 
 
 def states(encoder, ids, mask=None):
@@ -241,8 +250,7 @@ def test_each_view_has_its_own_templates_noise_subtracted(family, no_dropout_bac
     encoder = no_dropout_encoder(no_dropout_backbones[family], family)
     tok = encoder.tokenizer
     mask_id, pad_id = tok.mask_token_id, tok.pad_token_id
-    batch = tok.pad(tok(["a cat sat on the mat", "rain"]), return_tensors="pt")
-    batch = views_of(encoder, batch)
+    batch = views_of(encoder, tok(["a cat sat on the mat", "rain"]))
     assert batch["input_ids"].shape[:2] == (2, 3)
     encoder.train()
     with torch.no_grad():
@@ -269,7 +277,7 @@ def test_the_gradient_reaches_the_encoder_through_the_noise(no_dropout_bert):
         enc = CoTBERTEncoder(
             AutoModel.from_pretrained(no_dropout_bert), tok, TEMPLATES["bert"], bias_gradient=bias_gradient
         )
-        batch = views_of(enc, tok.pad(tok(SENTENCES[:4]), return_tensors="pt"))
+        batch = views_of(enc, tok(SENTENCES[:4]))
         enc.train()
         z = enc(**batch)["embeddings"]
         CoTBERTLoss(gather_across_devices=False)(z[:, 0], z[:, 1], z[:, 2]).backward()

@@ -4,6 +4,7 @@ InfoNCE against float64 hand computations, the gradient through the bias, the ev
 embedding, its flags and combinations, and ``run_promptbert.py`` end to end: trained, exported and
 loaded three ways to one embedding, killed and resumed bit-identically, and with MixCSE."""
 
+import json
 import math
 import os
 from types import SimpleNamespace
@@ -23,12 +24,24 @@ from cse.methods.cotbert import CoTBERT, CoTBERTArguments
 from cse.methods.promptbert import TEMPLATES, PromptBERT, PromptBERTArguments
 from cse.modeling import load_model
 from cse.parts import why_not
-from cse.prompts import TemplateTokens, last_mask_states, template_input, template_text
+from cse.prompts import TemplateTokens, last_mask_states, template_input, template_text, wrapped_views
 from cse.registry import get
 
-from .conftest import REPO, TOKENIZERS, assert_bit_identical, common_args, in_process, small_run_argv, worker
+from .conftest import (
+    REPO,
+    TOKENIZERS,
+    WIKI_HEAD,
+    assert_bit_identical,
+    common_args,
+    in_process,
+    sliced_batches,
+    small_run_argv,
+    worker,
+)
 
 SENTENCE = "A man is playing a guitar"
+with open(WIKI_HEAD, encoding="utf-8") as _f:
+    SENTENCES_OF_WIKI = [next(_f).strip() for _ in range(12)]  # some long enough to be cut at 24 tokens
 
 
 @pytest.fixture(scope="module", params=["bert", "roberta"])
@@ -77,9 +90,7 @@ def test_a_long_sentence_is_cut_and_the_template_kept(tokenizer):
     sentence = tokenizer.encode(words, add_special_tokens=False)
     assert len(sentence) > 40
     corpus = tokenize_lines(tokenizer, [words, SENTENCE], 34)
-    part = built_part(tokenizer)
-    batch = collated(tokenizer, corpus["input_ids"])
-    views = part.views(batch)
+    (views,) = sliced_batches(built_part(tokenizer), tokenizer, corpus, [[0, 1]])
     assert views["input_ids"].shape == (2, 2, 42)
     first = views["input_ids"][0, 0].tolist()
     assert first[5:37] == sentence[:32] and first[37:] == [1000, 2965, 103, 1012, 102]
@@ -114,8 +125,8 @@ def one_by_one(batch, templates, special, pad_id):
 @pytest.mark.parametrize("family", ["bert", "roberta"])
 def test_the_views_are_those_made_sentence_by_sentence(family):
     """300 random right-padded batches (empty and one-token rows, special tokens at the ends and
-    inside): PromptBERT's two views and CoT-BERT's three equal the reference made one sentence at a
-    time, with the batch's dtypes."""
+    inside): the views made a batch at once (PromptBERT's two templates, CoT-BERT's three) equal the
+    reference made one sentence at a time, with the batch's dtypes."""
     tok = tokenizer_of(family)
     special = sorted(set(tok.all_special_ids))
     generator = torch.Generator().manual_seed(0)
@@ -133,9 +144,7 @@ def test_the_views_are_those_made_sentence_by_sentence(family):
         batch = {"input_ids": ids, "attention_mask": mask}
         if trial % 4 == 0:
             batch["token_type_ids"] = torch.zeros_like(ids)
-        part = (PromptBERT if masks == 1 else CoTBERT)(PromptBERTArguments() if masks == 1 else CoTBERTArguments())
-        part.keep_templates(SimpleNamespace(tokens=templates, tokenizer=tok))
-        got = PromptBERT.views(part, batch)
+        got = wrapped_views(batch, templates, torch.tensor(special), tok.pad_token_id)
         want_ids, want_mask = one_by_one(batch, templates, set(special), tok.pad_token_id)
         assert got["input_ids"].tolist() == want_ids and got["attention_mask"].tolist() == want_mask
         assert got["input_ids"].dtype == ids.dtype and got["attention_mask"].dtype == mask.dtype
@@ -146,11 +155,74 @@ def test_the_views_are_those_made_sentence_by_sentence(family):
 
 def test_a_literal_mask_token_in_a_sentence_stays_and_the_templates_is_read(tokenizer):
     corpus = tokenize_lines(tokenizer, ["[MASK] said he [MASK]"], 34)
-    views = built_part(tokenizer).views(collated(tokenizer, corpus["input_ids"]))
+    (views,) = sliced_batches(built_part(tokenizer), tokenizer, corpus, [[0]])
     ids = views["input_ids"][0, 0]
     assert ids.tolist() == [101, 2023, 6251, 1997, 1000, 103, 2056, 2002, 103, 1000, 2965, 103, 1012, 102]
     states = torch.arange(14, dtype=torch.float64).view(1, 14, 1)
     assert last_mask_states(states, ids[None], 103).item() == 11  # the template's, after the sentence
+
+
+@pytest.mark.parametrize("pad_to_max_length", [False, True])
+@pytest.mark.parametrize("method", ["promptbert", "cotbert"])
+def test_batches_hold_each_sentence_inside_each_template_made_once_per_corpus(
+    family, method, pad_to_max_length, tmp_path
+):
+    """The whole data path (the corpus' columns, the sliced rows, the collator, the views hook) against
+    each sentence wrapped by hand: view v its tokens between template v's prefix and suffix, every
+    view padded to the batch's longest (at least --max_seq_length less two special tokens plus the
+    longest template when padding to it), the masks exactly the tokens, token types zero, the columns
+    taken out; a second build reads the columns back from the cache, other templates write another."""
+    import datasets
+
+    from cse.batches import TokenRows
+    from cse.data import TwoViewCollator
+
+    tok = tokenizer_of(family)
+    masks = 1 if method == "promptbert" else 2
+    texts = (TEMPLATES if method == "promptbert" else COT_TEMPLATES)[family]
+    templates = [TemplateTokens.of(tok, t, masks) for t in texts]
+    part = PromptBERT(PromptBERTArguments()) if method == "promptbert" else CoTBERT(CoTBERTArguments())
+    part.keep_templates(SimpleNamespace(tokens=templates, tokenizer=tok))
+    length = 24 if pad_to_max_length else None
+    data_args = SimpleNamespace(
+        max_seq_length=24, pad_to_max_length=pad_to_max_length, preprocessing_num_workers=None, overwrite_cache=False
+    )
+    path = tmp_path / "corpus.jsonl"
+    lines = [*SENTENCES_OF_WIKI, "[MASK] stays [MASK]", "x"]
+    path.write_text("".join(json.dumps({"text": line}) + "\n" for line in lines))
+    corpus = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "cache"))
+    tokenized = corpus.map(lambda r: tok(r["text"], truncation=True, max_length=24), remove_columns=["text"])
+    with_views = part.corpus(tokenized, tok, data_args, None)
+    # the views in place of the sentence's own columns
+    kinds = ("input_ids", "attention_mask")
+    assert with_views.column_names == [f"template{v}_{kind}" for v in range(len(templates)) for kind in kinds]
+    written = [os.stat(f["filename"]).st_mtime_ns for f in with_views.cache_files]
+    again = part.corpus(tokenized, tok, data_args, None)
+    assert again.cache_files == with_views.cache_files
+    assert [os.stat(f["filename"]).st_mtime_ns for f in again.cache_files] == written
+    rows = TokenRows(with_views, tok, length)
+    collate = TwoViewCollator(tok, max_length=length, views=[part.views])
+    pad = tok.pad_token_id
+    for indices in ([0, 1, 2], [3, 4, 5, 6, 7], [len(lines) - 1], list(range(len(rows)))):
+        batch = collate(rows.__getitems__(indices))
+        # the tokenizer puts a special token at either end of every sentence
+        views = [[[*t.prefix, *tokenized[i]["input_ids"][1:-1], *t.suffix] for t in templates] for i in indices]
+        width = max([24 - 2 + max(map(len, templates))] * pad_to_max_length + [len(v) for row in views for v in row])
+        assert sorted(batch) == sorted(tokenized.column_names)  # the view columns taken out
+        assert batch["input_ids"].tolist() == [[v + [pad] * (width - len(v)) for v in row] for row in views]
+        assert batch["attention_mask"].tolist() == [
+            [[1] * len(v) + [0] * (width - len(v)) for v in row] for row in views
+        ]
+        assert batch["input_ids"].dtype == batch["attention_mask"].dtype == torch.int64
+        assert "token_type_ids" not in batch or not batch["token_type_ids"].any()
+    # other templates: other views, into another cache file
+    other = type(part)(type(part.args)())
+    other.keep_templates(SimpleNamespace(tokens=templates[::-1], tokenizer=tok))
+    reversed_views = other.corpus(tokenized, tok, data_args, None)
+    assert reversed_views.cache_files != with_views.cache_files
+    assert reversed_views["template0_input_ids"] == with_views[f"template{len(templates) - 1}_input_ids"]
+    with pytest.raises(RuntimeError, match="corpus"):
+        part.views(TwoViewCollator(tok)([dict(tok(s)) for s in SENTENCES_OF_WIKI[:2]]))
 
 
 @pytest.fixture(scope="module")
@@ -163,14 +235,6 @@ def built_part(tokenizer, **flags):
     templates = [TemplateTokens.of(tokenizer, t) for t in TEMPLATES["bert"]]
     part.keep_templates(SimpleNamespace(tokens=templates, tokenizer=tokenizer))
     return part
-
-
-def collated(tokenizer, rows):
-    """The collator's two identical views of each sentence, padded right."""
-    length = max(map(len, rows))
-    ids = [[row + [tokenizer.pad_token_id] * (length - len(row))] * 2 for row in rows]
-    mask = [[[1] * len(row) + [0] * (length - len(row))] * 2 for row in rows]
-    return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
 
 
 # --- the template bias: position ids and forward (models.py get_delta, l.78-108) ---------------------
@@ -220,7 +284,7 @@ def test_the_training_embedding_is_mlp_of_h_less_the_views_own_bias(float64_bert
     explicit forward (as "A man is playing a guitar": attention length 16, k = 16 - 10 = 6)."""
     encoder = float64_bert
     part = built_part(tokenizer)
-    batch = part.views(collated(tokenizer, [tokenizer.encode(SENTENCE), tokenizer.encode("a dog")]))
+    (batch,) = sliced_batches(part, tokenizer, tokenizer([SENTENCE, "a dog"]), [[0, 1]])
     encoder.train()
     z = encoder(**batch)["embeddings"]
     W, c = encoder.mlp[0].weight, encoder.mlp[0].bias
@@ -312,7 +376,7 @@ def test_the_gradient_reaches_the_encoder_through_the_bias(no_dropout_bert, toke
     """The released bias forward runs with gradient: the encoder's gradient differs from the same loss
     with the bias a constant (--bias_gradient false), and without denoising there is none to take."""
     part = built_part(tokenizer)
-    batch = part.views(collated(tokenizer, [tokenizer.encode(SENTENCE), tokenizer.encode("a dog runs")]))
+    (batch,) = sliced_batches(part, tokenizer, tokenizer([SENTENCE, "a dog runs"]), [[0, 1]])
     grads = {}
     for through in (True, False):
         torch.manual_seed(0)
@@ -452,3 +516,57 @@ def test_promptbert_with_mixcse_trains_mixcses_softmax_over_the_mask_embeddings(
     trainer = run_cse.main(["--parts", "mixcse,promptbert", *argv])
     assert type(trainer.loss_fn).__name__ == "MixCSELoss" and type(trainer.model) is PromptEncoder
     assert all("mix_score" in entry for entry in trainer.state.log_history if "loss" in entry)
+
+
+# sha256 (first 16 hex digits) of the five training batches of `small_run_argv(..., 5, --pad_to_max_length P
+# --max_seq_length L [templates])` of run_promptbert / run_cotbert, each batch's attention_mask, input_ids and
+# token_type_ids in turn (name, shape, int64 bytes), recorded at 06c1164, when each batch was wrapped in its
+# templates in the data loader
+CUSTOM = {
+    "run_promptbert": ['*cls*_A_"*sent_0*"_is*mask*.*sep+*', '*cls*_Words_"*sent_0*"_say_*mask*_here.*sep+*'],
+    "run_cotbert": ['*cls*_A_"*sent_0*"_is*mask*,_so*mask*.*sep+*'],
+}
+RECORDED_BATCHES = {
+    ("run_promptbert", "bert", "false", "48", False): "b225e2720ff3843f",
+    ("run_promptbert", "roberta", "true", "48", True): "7e102562384d2bbf",
+    ("run_cotbert", "bert", "true", "48", True): "5aece740da5e3e3d",
+    ("run_cotbert", "roberta", "false", "48", False): "4551ef57b8314114",
+    ("run_cotbert", "bert", "false", "16", True): "1e8bd171b1857db3",
+}
+
+
+@pytest.mark.e2e
+def test_a_runs_batches_are_those_recorded_when_each_batch_was_wrapped_in_its_templates(
+    backbones, tmp_path, monkeypatch
+):
+    import hashlib
+    import importlib
+
+    from cse.trainer import CSETrainer
+
+    seen, training_step = [], CSETrainer.training_step
+
+    def recording(self, model, inputs, *args, **kwargs):
+        seen.append({k: v.detach().clone() for k, v in inputs.items()})
+        return training_step(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(CSETrainer, "training_step", recording)
+    for (script, family, pad, length, custom), expected in RECORDED_BATCHES.items():
+        seen.clear()
+        flags = ["--pad_to_max_length", pad, "--max_seq_length", length]
+        if custom:
+            names = ("--template", "--positive_template")
+            quote = "'" if family == "roberta" else '"'
+            flags += [x for name, t in zip(names, CUSTOM[script]) for x in (name, t.replace('"', quote))]
+        out = tmp_path / "-".join([script, family, *flags[:4], str(custom)])
+        importlib.import_module(script).main(small_run_argv(backbones[family], out, 5, *flags))
+        digest = hashlib.sha256()
+        for batch in seen:
+            for name in ("attention_mask", "input_ids", "token_type_ids"):
+                if name in batch:
+                    tensor = batch[name].to(torch.int64).contiguous()
+                    digest.update(name.encode() + str(tuple(tensor.shape)).encode() + tensor.numpy().tobytes())
+        assert sorted(seen[0]) == sorted(
+            ["attention_mask", "input_ids", "token_type_ids"][: 3 if family == "bert" else 2]
+        )
+        assert (len(seen), digest.hexdigest()[:16]) == (5, expected), (script, family, pad, length, custom)

@@ -1,7 +1,7 @@
 """CoT-BERT (Zhang, Chang and Li, "CoT-BERT: Enhancing Unsupervised Sentence Representation through
 Chain-of-Thought", ICANN 2024): PromptBERT's prompt-based contrastive learning with three changes.
 
-* **Three templates, two [MASK]s each** (:meth:`CoTBERT.views`, PromptBERT's, with a third view):
+* **Three templates, two [MASK]s each** (PromptBERT's views hook, with a third view):
   view 0 is the sentence inside the anchor template ``The sentence of "[X]" means [MASK] , so it can be
   summarized as [MASK] .``, view 1 inside the positive one (``The sentence : "[X]" ...``), view 2 inside
   the hard-negative one (``... does not mean [MASK] , so it cannot be summarized as [MASK] .``); the
@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from ..encoders.cotbert import DENOISINGS, CoTBERTEncoder
 from ..encoders.prompt import position_start
 from ..errors import CSEUsageError
@@ -30,7 +28,6 @@ from ..ranges import RANGE, Range, check_choices, check_fields, flag
 from ..registry import BenchShape, MethodRecord, register
 from . import promptbert
 
-VIEWS = 3  # anchor, positive, hard negative
 # The released train.py's templates (anchor, also the evaluation's; positive; hard negative), by backbone
 # family: code-for-BERT/train.py l.507-509, code-for-RoBERTa/train.py l.503-505.
 TEMPLATES = {
@@ -148,13 +145,6 @@ class CoTBERT(promptbert.PromptBERT):
         group = self.args.loss_group_size or None
         self.contrastive = CoTBERTLoss(self.model_args.temp, self.args.pair_negatives, group_size=group)
         return None
-
-    # --- the batch ------------------------------------------------------------------------------
-
-    def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Each sentence inside the anchor, positive and negative templates: ``(batch, 3, length)``
-        (PromptBERT's views hook on the collator's first view repeated three times)."""
-        return super().views({key: value[:, :1].expand(-1, VIEWS, -1) for key, value in batch.items()})
 
     # --- the step -------------------------------------------------------------------------------
 

@@ -208,7 +208,7 @@ class ESimCSE(Part):
         if REPEATED + "input_ids" not in batch:
             raise RuntimeError("ESimCSE's batches are sliced from a corpus with its repeated views (ESimCSE.corpus)")
         ids, mask = batch.pop(REPEATED + "input_ids"), batch.pop(REPEATED + "attention_mask")
-        batch["input_ids"][:, 1], batch["attention_mask"][:, 1] = ids[:, 1], mask[:, 1]
+        batch["input_ids"][:, 1], batch["attention_mask"][:, 1] = ids, mask
         if "token_type_ids" in batch:
             batch["token_type_ids"].zero_()
         return batch

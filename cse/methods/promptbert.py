@@ -28,7 +28,7 @@ from ..encoders.prompt import DENOISED_POOLER, RAW_POOLER, PromptEncoder, positi
 from ..errors import CSEUsageError
 from ..modeling import load_encoder
 from ..parts import Part
-from ..prompts import TemplateTokens, template_problem, wrapped_views
+from ..prompts import TemplateTokens, TemplateViews, template_problem
 from ..ranges import check_choices, check_fields, flag
 from ..registry import BenchShape, MethodRecord, register
 
@@ -147,8 +147,9 @@ class PromptBERT(Part):
     def __init__(self, args=None, model_args=None):
         super().__init__(args, model_args)
         self.tokens: list[TemplateTokens] = []  # the two views' templates (encoder)
-        self.special_ids = torch.tensor([], dtype=torch.int64)  # the tokenizer's (keep_templates)
+        self.special_ids: tuple[int, ...] = ()  # the tokenizer's (keep_templates)
         self.pad_id = 0
+        self.template_views: TemplateViews | None = None  # the views of the corpus' sentences (corpus)
 
     # --- the build ------------------------------------------------------------------------------
 
@@ -193,21 +194,39 @@ class PromptBERT(Part):
     def keep_templates(self, encoder):
         """``encoder``, its templates and its tokenizer's special and padding ids kept for :meth:`views`."""
         self.tokens = encoder.tokens
-        self.special_ids = torch.tensor(sorted(set(encoder.tokenizer.all_special_ids)))
+        self.special_ids = tuple(sorted(set(encoder.tokenizer.all_special_ids)))
         self.pad_id = encoder.tokenizer.pad_token_id
         return encoder
 
     # --- the batch ------------------------------------------------------------------------------
 
-    def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Each sentence's view v inside template v (``prefix + sentence + suffix``,
-        :func:`cse.prompts.wrapped_views`), padded right to the batch's length with its special tokens
-        replaced by the longest template's (a batch of static shapes keeps a static shape); attention
-        masks exactly the tokens, token types zero."""
+    def corpus(self, tokenized, tokenizer, data_args, training_args):
+        """The corpus with each sentence inside each template (:class:`cse.prompts.TemplateViews`) in
+        place of the sentence's own columns, made once and cached with the corpus
+        (``--preprocessing_num_workers`` processes; ``--overwrite_cache`` makes them again)."""
         if not self.tokens:
-            raise RuntimeError("PromptBERT's views are built with its templates, which its encoder reads")
-        templates = [self.tokens[min(v, len(self.tokens) - 1)] for v in range(batch["input_ids"].shape[1])]
-        return wrapped_views(batch, templates, self.special_ids, self.pad_id)
+            raise RuntimeError(f"{self.display_name}'s views are made with the templates its encoder reads")
+        max_length = data_args.max_seq_length if data_args.pad_to_max_length else None
+        self.template_views = TemplateViews(
+            tuple(self.tokens),
+            self.special_ids,
+            self.pad_id,
+            token_types="token_type_ids" in tokenized.column_names,
+            width=TemplateViews.static_width(self.tokens, max_length),
+        )
+        return self.template_views.corpus(
+            tokenized, data_args.preprocessing_num_workers, load_from_cache_file=not data_args.overwrite_cache
+        )
+
+    def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """View v of each sentence inside template v (``prefix + sentence + suffix``,
+        :func:`cse.prompts.wrapped_views`), read from the corpus' columns (:meth:`corpus`), padded
+        right to the longest, at least the batch's length less its two special tokens plus the longest
+        template (a batch of static shapes keeps a static shape); attention masks exactly the tokens,
+        token types zero."""
+        if self.template_views is None:
+            raise RuntimeError(f"{self.display_name}'s batches are sliced from a corpus with its views (corpus)")
+        return self.template_views.views(batch)
 
     # --- evaluation -----------------------------------------------------------------------------
 
