@@ -73,18 +73,9 @@ def wait_for(path, proc=None, seconds=300):
 
 
 def test_gpus_executor_prints_the_sequential_table_and_a_stopped_sweep_finishes_it(tiny_table, sequential, tmp_path):
+    """Stopped midway (Ctrl-C) once a run has saved a checkpoint, then the same command again: the
+    sequential table, each run on one of the two GPUs, the stopped one resumed."""
     script, env = tiny_table
-    proc = sweep(script, env(tmp_path / "gpus"), "--executor", "gpus", "--gpus", "0,1")
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    assert proc.stdout == sequential
-    logs = [
-        open(tmp_path / "gpus" / "tiny" / f"temp{s}-seed{d}" / "_logs" / "train.log").read()
-        for s in (1, 2)
-        for d in (1, 2)
-    ]
-    assert {log.splitlines()[0].rsplit("CUDA_VISIBLE_DEVICES=", 1)[1] for log in logs} == {"0)", "1)"}
-
-    # stopped midway (Ctrl-C) once a run has saved a checkpoint, then the same command again
     root = tmp_path / "stopped"
     driver = start_table(env(root), script, "--executor", "gpus", "--gpus", "0,1")
     run = root / "tiny" / "temp1-seed1"
@@ -98,6 +89,10 @@ def test_gpus_executor_prints_the_sequential_table_and_a_stopped_sweep_finishes_
     assert again.returncode == 0, again.stderr[-5000:]
     assert again.stdout == sequential
     assert f"resuming from {run / 'checkpoint-'}" in (run / "_logs" / "train.log").read_text()
+    logs = [(root / "tiny" / f"temp{s}-seed{d}" / "_logs" / "train.log").read_text() for s in (1, 2) for d in (1, 2)]
+    # each attempt of each run on one GPU, both GPUs used
+    headers = [[line for line in log.splitlines() if "CUDA_VISIBLE_DEVICES=" in line] for log in logs]
+    assert all(headers) and {line.rsplit("=", 1)[1] for attempts in headers for line in attempts} == {"0)", "1)"}
 
 
 def test_a_gpus_sweep_killed_outright_is_finished_by_the_same_command(tiny_table, sequential, tmp_path):
