@@ -80,3 +80,10 @@ class KeptWalk:
     def set_training(self, mode: bool) -> None:
         """Put the modules in training mode (``mode``) or evaluation mode: ``nn.Module.train``."""
         nn.Module.train(self, mode)
+
+    def training_changed(self) -> None:
+        """Say that what :meth:`set_training` does has changed (a setting it reads): the next ``train``
+        sets every module's mode again, whatever modes the last one left."""
+        walk = self.__dict__.get("_kept_walk")
+        if walk is not None:
+            walk.modes = None

@@ -129,6 +129,13 @@ def test_a_fixed_copy_stays_in_evaluation_mode(model):
     assert not any(m.training for m in encoder.modules())
     encoder.train()
     assert not any(m.training for m in encoder.fixed_backbone.modules())
+    # the released code's reading set after construction: BERT_F follows the model's mode from the next call
+    encoder.fixed_encoder_dropout = True
+    encoder.train()
+    assert all(m.training for m in encoder.modules())
+    encoder.fixed_encoder_dropout = False
+    encoder.train()
+    assert encoder.backbone.training and not any(m.training for m in encoder.fixed_backbone.modules())
 
 
 def test_fsdp_sharding_is_seen(tmp_path):

@@ -66,6 +66,17 @@ class SelfGuidedEncoder(CSEModel):
         self._parameter_lists = ([t for _, t, _ in pairs], [f for _, _, f in pairs])
         self.train(self.training)
 
+    @property
+    def fixed_encoder_dropout(self) -> bool:
+        """Whether BERT_F's dropout follows the model's mode (the released code's), rather than BERT_F
+        staying deterministic (the paper's)."""
+        return self.__dict__["_fixed_encoder_dropout"]
+
+    @fixed_encoder_dropout.setter
+    def fixed_encoder_dropout(self, value: bool) -> None:
+        self.__dict__["_fixed_encoder_dropout"] = value
+        self.training_changed()  # the next train() puts BERT_F in the mode this setting gives it
+
     def set_training(self, mode: bool) -> None:
         super().set_training(mode)
         # The Trainer puts the whole model in training mode every step; BERT_F stays deterministic.
