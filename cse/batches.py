@@ -27,12 +27,47 @@ from itertools import chain
 import datasets
 import numpy as np
 import torch
+from datasets.fingerprint import Hasher
 from torch.utils.data import Dataset
 
 # the narrowest dtype each column's values fit in, kept in memory (token ids: below 2^31 for any vocabulary)
 STORED_DTYPES = {"input_ids": np.int32, "token_type_ids": np.int8, "attention_mask": np.int8}
 # the tokenised sentence's own columns (the collator repeats them into views)
 SENTENCE_COLUMNS = tuple(STORED_DTYPES)
+
+
+def with_view_columns(
+    tokenized: datasets.Dataset,
+    make,
+    prefixes: list[str],
+    settings: list,
+    num_proc: int | None = None,
+    load_from_cache_file: bool = True,
+    remove: list[str] = (),
+    desc: str | None = None,
+) -> datasets.Dataset:
+    """``tokenized`` with the view columns ``make`` gives (a batched ``datasets.map`` function):
+    ``{prefix}input_ids`` and ``{prefix}attention_mask`` for each of ``prefixes``, stored as
+    :class:`TokenRows` keeps them (int32 ids, int8 masks, not Python's 64-bit integers); ``remove``: the
+    columns they replace. Cached by ``datasets`` under the corpus' fingerprint and ``settings`` (what
+    the views depend on, the code that makes them among it): a second run with the same settings reads
+    them back, other settings write another cache file. ``num_proc`` processes make them."""
+    features = tokenized.features.copy()
+    for name in remove:
+        del features[name]
+    for prefix in prefixes:
+        features[prefix + "input_ids"] = datasets.List(datasets.Value("int32"))
+        features[prefix + "attention_mask"] = datasets.List(datasets.Value("int8"))
+    return tokenized.map(
+        make,
+        batched=True,
+        features=features,
+        remove_columns=list(remove),
+        num_proc=num_proc,
+        load_from_cache_file=load_from_cache_file,
+        new_fingerprint=Hasher.hash([tokenized._fingerprint, *settings]),
+        desc=desc,
+    )
 
 
 def column_kind(name: str) -> str | None:

@@ -41,11 +41,9 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import datasets
 import torch
-from datasets.fingerprint import Hasher
 
-from .batches import SENTENCE_COLUMNS
+from .batches import SENTENCE_COLUMNS, with_view_columns
 
 SENTENCE = "*sent_0*"
 MASK = "*mask*"
@@ -263,24 +261,16 @@ class TemplateViews:
         :meth:`columns` in place of the sentence's own columns, cached by ``datasets`` under the corpus'
         fingerprint, the templates, the tokenizer's ids and the code that wraps (a second run reads them
         back)."""
-        code = [TemplateViews.corpus, TemplateViews.columns, wrapped_views, template_words]
+        code = [TemplateViews.corpus, TemplateViews.columns, wrapped_views, template_words, with_view_columns]
         settings = [[(t.prefix, t.suffix, t.mask_id) for t in self.templates], self.special_ids, self.pad_id, *code]
-        sentence = [name for name in tokenized.column_names if name in SENTENCE_COLUMNS]
-        features = tokenized.features.copy()
-        for name in sentence:
-            del features[name]
-        for v in range(len(self.templates)):
-            # stored as cse.batches.TokenRows keeps them, not as Python's 64-bit integers
-            features[template_column(v, "input_ids")] = datasets.List(datasets.Value("int32"))
-            features[template_column(v, "attention_mask")] = datasets.List(datasets.Value("int8"))
-        return tokenized.map(
+        return with_view_columns(
+            tokenized,
             self.columns,
-            batched=True,
-            features=features,
-            remove_columns=sentence,
-            num_proc=num_proc,
-            load_from_cache_file=load_from_cache_file,
-            new_fingerprint=Hasher.hash([tokenized._fingerprint, *settings]),
+            [template_column(v, "") for v in range(len(self.templates))],
+            settings,
+            num_proc,
+            load_from_cache_file,
+            remove=[name for name in tokenized.column_names if name in SENTENCE_COLUMNS],
             desc="Templates",
         )
 

@@ -16,11 +16,9 @@ import random
 import struct
 from dataclasses import dataclass
 
-import datasets
 import torch
-from datasets.fingerprint import Hasher
 
-from .batches import padded_views, view_tokens
+from .batches import padded_views, view_tokens, with_view_columns
 
 # How many tokens the positive repeats:
 # - "released": the authors' code (ESimCSE/train.py, --dup_type bpe), which produced the published
@@ -106,18 +104,8 @@ class SeededRepetition:
         second run with the same seed reads them back; a release that draws otherwise draws again)."""
         code = [SeededRepetition.__call__, repetition_choices, repeat_some, repeated, sentence_generator]
         settings = [self.seed, self.rule, self.dup_rate, self.max_length, sorted(self.special_ids), *code]
-        features = tokenized.features.copy()
-        # stored as TokenRows keeps them (token ids below 2^31), not as Python's 64-bit integers
-        features[REPEATED + "input_ids"] = datasets.List(datasets.Value("int32"))
-        features[REPEATED + "attention_mask"] = datasets.List(datasets.Value("int8"))
-        return tokenized.map(
-            self.columns,
-            batched=True,
-            features=features,
-            num_proc=num_proc,
-            load_from_cache_file=load_from_cache_file,
-            new_fingerprint=Hasher.hash([tokenized._fingerprint, *settings]),
-            desc="Word repetition",
+        return with_view_columns(
+            tokenized, self.columns, [REPEATED], settings, num_proc, load_from_cache_file, desc="Word repetition"
         )
 
 

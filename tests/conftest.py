@@ -185,6 +185,33 @@ def no_dropout_backbones(no_dropout_bert, no_dropout_roberta):
     return {"bert": no_dropout_bert, "roberta": no_dropout_roberta}
 
 
+def recorded_batches(monkeypatch) -> list[dict]:
+    """The batches the training steps of the runs that follow receive (``CSETrainer.training_step``),
+    appended as they come."""
+    from cse.trainer import CSETrainer
+
+    seen, training_step = [], CSETrainer.training_step
+
+    def recording(self, model, inputs, *args, **kwargs):
+        seen.append({k: v.detach().clone() for k, v in inputs.items()})
+        return training_step(self, model, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(CSETrainer, "training_step", recording)
+    return seen
+
+
+def batches_digest(batches: list[dict]) -> str:
+    """sha256 (first 16 hex digits) of the batches' attention_mask, input_ids and token_type_ids in turn
+    (name, shape, int64 bytes)."""
+    digest = hashlib.sha256()
+    for batch in batches:
+        for name in ("attention_mask", "input_ids", "token_type_ids"):
+            if name in batch:
+                tensor = batch[name].to(torch.int64).contiguous()
+                digest.update(name.encode() + str(tuple(tensor.shape)).encode() + tensor.numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def sliced_batches(part, tokenizer, rows, batches, max_length=None):
     """The training batches of the tokenised sentences ``rows`` (a dict of token lists, as the corpus
     holds them), one for each list of row indices in ``batches``, as a run makes them: the corpus with

@@ -28,7 +28,7 @@ from cse.registry import get
 from cse.repetition import repeated, repetition_choices
 from cse.run_names import PARTS_STATE_NAME
 
-from .conftest import REPO, SENTENCES, TOKENIZERS, small_run_argv, torchrun
+from .conftest import REPO, SENTENCES, TOKENIZERS, batches_digest, recorded_batches, small_run_argv, torchrun
 
 # --- the loss: float64 hand computations (docs/methods/esimcse.md, "The loss") ---------------------
 
@@ -484,28 +484,12 @@ RECORDED_BATCHES = {
 
 
 def test_a_runs_batches_are_those_recorded_when_each_batch_drew_its_repetitions(backbones, tmp_path, monkeypatch):
-    import hashlib
-
-    from cse.trainer import CSETrainer
-
-    seen, training_step = [], CSETrainer.training_step
-
-    def recording(self, model, inputs, *args, **kwargs):
-        seen.append({k: v.detach().clone() for k, v in inputs.items()})
-        return training_step(self, model, inputs, *args, **kwargs)
-
-    monkeypatch.setattr(CSETrainer, "training_step", recording)
+    seen = recorded_batches(monkeypatch)
     for (family, variant, pad, length, seed), expected in RECORDED_BATCHES.items():
         seen.clear()
         flags = ["--variant", variant, "--pad_to_max_length", pad, "--max_seq_length", length, "--seed", seed]
         run_esimcse.main(small_run_argv(backbones[family], tmp_path / "-".join(flags), 6, *flags, "--queue_size", "16"))
-        digest = hashlib.sha256()
-        for batch in seen:
-            for name in ("attention_mask", "input_ids", "token_type_ids"):
-                if name in batch:
-                    tensor = batch[name].to(torch.int64).contiguous()
-                    digest.update(name.encode() + str(tuple(tensor.shape)).encode() + tensor.numpy().tobytes())
-        assert (len(seen), digest.hexdigest()[:16]) == (6, expected), (family, variant, pad, length, seed)
+        assert (len(seen), batches_digest(seen)) == (6, expected), (family, variant, pad, length, seed)
 
 
 @pytest.mark.e2e
