@@ -10,7 +10,7 @@ bit for bit, without Python work per sentence per step.
 
 A part whose views of a sentence depend on that sentence alone adds them to the tokenised corpus once,
 as more columns (:meth:`cse.parts.Part.corpus`: ESimCSE's repeated view, drawn per sentence;
-PromptBERT's and CoT-BERT's templated views, :class:`cse.prompts.TemplateViews`), which
+PromptBERT's and CoT-BERT's templated views, :class:`cse.template_views.TemplateViews`), which
 are sliced with the others: a column's name ends with the column it is a view of (``input_ids``,
 ``attention_mask``, ``token_type_ids``), which gives its dtype and padding. A part that remakes a
 batch's views in Python at each step (:meth:`cse.parts.Part.views`: the word repetition of

@@ -352,14 +352,22 @@ def check_corpus(
 
 
 def check_sequence_length(max_seq_length: int, model) -> None:
-    """Refuse a ``--max_seq_length`` beyond the positions of ``model``'s backbone: a longer sentence
-    would reach the position embeddings' end in the first batch that holds one."""
+    """Refuse a ``--max_seq_length`` beyond the positions of ``model``'s backbone, the tokens a model
+    puts around the sentence counted (PromptBERT's template: :meth:`~cse.modeling.CSEModel.input_length`):
+    a longer input would reach the position embeddings' end in the first batch that holds one."""
     limit = position_limit(model.config, model.tokenizer)
-    if max_seq_length > limit:
+    length = model.input_length(max_seq_length)
+    where = f"this model ({model.config.model_type}, {model.config.max_position_embeddings} positions) can hold"
+    if length > limit and length == max_seq_length:
         raise CSEUsageError(
-            f"--max_seq_length {max_seq_length} exceeds the {limit} tokens a sentence of this model "
-            f"({model.config.model_type}, {model.config.max_position_embeddings} positions) can hold",
+            f"--max_seq_length {max_seq_length} exceeds the {limit} tokens a sentence of {where}",
             hint=f"pass --max_seq_length {limit} or less (SimCSE: 32)",
+        )
+    if length > limit:
+        raise CSEUsageError(
+            f"--max_seq_length {max_seq_length} makes inputs of up to {length} tokens with the template around the "
+            f"sentence, beyond the {limit} tokens an input of {where}",
+            hint=f"pass --max_seq_length {max_seq_length - (length - limit)} or less",
         )
 
 

@@ -392,6 +392,11 @@ class CSEModel(KeptWalk, nn.Module):
             **kwargs,
         )
 
+    def input_length(self, sentence_length: int) -> int:
+        """The most tokens of one input the model forms from a sentence of ``sentence_length`` tokens
+        (its special tokens included) in training: the sentence itself."""
+        return sentence_length
+
     def sentence_embedding(self, pooler_type, input_ids, attention_mask, token_type_ids=None, backbone=None):
         """The hook every forward embeds through: ``(rows, length)`` inputs -> ``(rows, d)`` sentence
         embeddings by ``backbone`` (default: this model's; the momentum encoder's for the positives),

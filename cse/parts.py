@@ -192,9 +192,12 @@ class Part:
         return tokenized
 
     def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The training batch, ``(batch, 2, length)`` tensors, after this part remade its views (in
-        the data loader, on the CPU); a part whose encoder and loss read more views may give more
-        (CoT-BERT's three templates)."""
+        """The training batch after this part remade its views (in the data loader, on the CPU): the
+        sentence's own columns as ``(batch, 2, length)`` tensors, the columns a part added to the corpus
+        (:meth:`corpus`) as ``(batch, length)``, which the part that reads them takes out; a part whose
+        encoder and loss read more views may give more (CoT-BERT's three templates). A part whose corpus
+        columns replace the sentence's own (PromptBERT's) makes the batch's ``input_ids`` and
+        ``attention_mask`` here."""
         return batch
 
     # --- the trainer ----------------------------------------------------------------------------

@@ -103,6 +103,7 @@ class SeededRepetition:
         ``datasets`` under the corpus' fingerprint, these settings and the code that draws them (a
         second run with the same seed reads them back; a release that draws otherwise draws again)."""
         code = [SeededRepetition.__call__, repetition_choices, repeat_some, repeated, sentence_generator]
+        code += [with_view_columns]  # how the columns are stored
         settings = [self.seed, self.rule, self.dup_rate, self.max_length, sorted(self.special_ids), *code]
         return with_view_columns(
             tokenized, self.columns, [REPEATED], settings, num_proc, load_from_cache_file, desc="Word repetition"

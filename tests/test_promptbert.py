@@ -500,6 +500,9 @@ def test_a_trained_runs_embedding_is_the_same_from_the_trainer_load_model_and_se
     assert torch.allclose(torch.tensor(st.encode(sentences)), trained, atol=1e-5)
     with pytest.raises(ValueError, match="prompt_modules.PromptTransformer"):
         SentenceTransformer(str(tmp_path / "out"), device="cpu")
+    # the remote code beside the model: the module sentence-transformers loads and the one it imports (torch
+    # only), no training code
+    assert sorted(f for f in os.listdir(tmp_path / "out") if f.endswith(".py")) == ["prompt_modules.py", "prompts.py"]
 
 
 @pytest.mark.e2e

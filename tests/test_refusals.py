@@ -368,6 +368,26 @@ def test_max_seq_length_beyond_the_model_s_positions_is_refused_before_work(caps
     assert_nothing_written(out)
 
 
+@pytest.mark.parametrize(("script", "longest"), [("run_promptbert", 10), ("run_cotbert", 20)])
+def test_max_seq_length_that_fits_but_not_with_the_template_is_refused_before_work(
+    capsys, tiny_bert, tmp_path, script, longest
+):
+    """--max_seq_length 512 on a model of 512 positions: the sentence fits, but not inside the template
+    (PromptBERT's longest is 10 tokens, CoT-BERT's 20: inputs of up to 510 + 10 or 20 tokens), which would
+    fail at the first batch of a long sentence; refused before the corpus is read, nothing written.
+    502 or 492 tokens fit."""
+    import importlib
+
+    out = tmp_path / "out"
+    argv = train_argv(tiny_bert, out, "--max_seq_length", "512")
+    assert refused(capsys, importlib.import_module(script).main, argv) == [
+        f"error: --max_seq_length 512 makes inputs of up to {510 + longest} tokens with the template around the "
+        "sentence, beyond the 512 tokens an input of this model (bert, 512 positions) can hold",
+        f"  hint: pass --max_seq_length {512 - (longest - 2)} or less",
+    ]
+    assert_nothing_written(out)
+
+
 # --- the corpus --------------------------------------------------------------------------------
 
 

@@ -106,6 +106,10 @@ class PromptEncoder(EmbeddingEncoder):
             nn.init.normal_(self.mlp[0].weight, std=getattr(backbone.config, "initializer_range", 0.02))
             nn.init.zeros_(self.mlp[0].bias)
 
+    def input_length(self, sentence_length: int) -> int:
+        """The sentence without its two special tokens inside the longest template."""
+        return sentence_length - 2 + max(map(len, self.tokens))
+
     def view_template(self, view: int) -> int:
         """The index in :attr:`tokens` of ``view``'s template (the last one for every view beyond)."""
         return min(view, len(self.tokens) - 1)

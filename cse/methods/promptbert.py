@@ -28,9 +28,10 @@ from ..encoders.prompt import DENOISED_POOLER, RAW_POOLER, PromptEncoder, positi
 from ..errors import CSEUsageError
 from ..modeling import load_encoder
 from ..parts import Part
-from ..prompts import TemplateTokens, TemplateViews, template_problem
+from ..prompts import TemplateTokens, template_problem
 from ..ranges import check_choices, check_fields, flag
 from ..registry import BenchShape, MethodRecord, register
+from ..template_views import TemplateViews
 
 CITATION = (  # one field a line (the model card's reader); the author line split in the source only
     "@inproceedings{jiang2022promptbert,\n"
@@ -201,7 +202,7 @@ class PromptBERT(Part):
     # --- the batch ------------------------------------------------------------------------------
 
     def corpus(self, tokenized, tokenizer, data_args, training_args):
-        """The corpus with each sentence inside each template (:class:`cse.prompts.TemplateViews`) in
+        """The corpus with each sentence inside each template (:class:`cse.template_views.TemplateViews`) in
         place of the sentence's own columns, made once and cached with the corpus
         (``--preprocessing_num_workers`` processes; ``--overwrite_cache`` makes them again)."""
         if not self.tokens:
