@@ -185,10 +185,10 @@ class Part:
     def corpus(self, tokenized, tokenizer, data_args, training_args):
         """The tokenised training corpus (a ``datasets.Dataset``, a row a sentence) with the columns
         this part's :meth:`views` read, computed once before training, e.g. with a cached
-        ``tokenized.map`` (ESimCSE's repeated view of each sentence; PromptBERT's templated views, which replace
-        the sentence's own columns); a column's name ends with the
-        column it is a view of (:func:`cse.batches.column_kind`). For views that depend on each
-        sentence alone: what differs from batch to batch belongs in :meth:`views`."""
+        ``tokenized.map`` (ESimCSE's repeated view of each sentence; PromptBERT's templated views,
+        which replace the sentence's own columns); a column's name ends with the column it is a view
+        of (:func:`cse.batches.column_kind`). For views that depend on each sentence alone: what
+        differs from batch to batch belongs in :meth:`views`."""
         return tokenized
 
     def views(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

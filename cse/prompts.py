@@ -21,11 +21,11 @@ so that ``*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*`` is ``This sente
   the sentence's own sub-word tokens (released train.py l.673-699; a whole batch at once:
   :func:`wrapped_views`), made once for the whole corpus, as the released code makes them in
   preprocessing (:class:`cse.template_views.TemplateViews`: columns of the tokenised corpus that the
-  batches are sliced from). The prefix text is stripped of spaces at both ends, as the released code strips RoBERTa's
-  (l.626-628): a byte-level tokenizer would otherwise read a leading space as part of the first word
-  (BERT's ignores it). Only the sentence is ever truncated (by the tokenizer, to
-  ``--max_seq_length`` with its special tokens, before it is wrapped): the template and its mask token
-  are kept whole.
+  batches are sliced from). The prefix text is stripped of spaces at both ends, as the released
+  code strips RoBERTa's (l.626-628): a byte-level tokenizer would otherwise read a leading space as
+  part of the first word (BERT's ignores it). Only the sentence is ever truncated (by the tokenizer,
+  to ``--max_seq_length`` with its special tokens, before it is wrapped): the template and its mask
+  token are kept whole.
 * **text** (:func:`template_input`, evaluation): the sentence inserted into the template's text and
   tokenised as one string, a period appended where the sentence ends in none of ``. ? " '`` (the
   released evaluation.py's batcher, l.196-205, which produced the published test numbers).

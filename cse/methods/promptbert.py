@@ -202,8 +202,8 @@ class PromptBERT(Part):
     # --- the batch ------------------------------------------------------------------------------
 
     def corpus(self, tokenized, tokenizer, data_args, training_args):
-        """The corpus with each sentence inside each template (:class:`cse.template_views.TemplateViews`) in
-        place of the sentence's own columns, made once and cached with the corpus
+        """The corpus with each sentence inside each template (:class:`cse.template_views.TemplateViews`)
+        in place of the sentence's own columns, made once and cached with the corpus
         (``--preprocessing_num_workers`` processes; ``--overwrite_cache`` makes them again)."""
         if not self.tokens:
             raise RuntimeError(f"{self.display_name}'s views are made with the templates its encoder reads")
