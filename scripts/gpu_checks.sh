@@ -19,7 +19,7 @@
 #   bench      python -m bench --profile gpu-base --cuda_graphs for SimCSE (captured) and
 #              sentence-transformers' recipe (eager and compiled)
 #   bench-eager  SimCSE's eager step, the same bench without --cuda_graphs
-#   bench-all  every other method, its variants and a composition (adcse+mixcse) captured
+#   bench-all  every other method of the bench, its variants and a composition (adcse+mixcse) captured
 #
 # Needs a CUDA GPU, CSE_DATA_DIR (senteval/ and wiki1m_head.txt) and the tokenizers of bert-base-uncased
 # and roberta-base (the bench's --bert_tokenizer/--roberta_tokenizer defaults). Each stage has a time
@@ -54,6 +54,11 @@ from bench.profiles import PROFILES
 from bench.run import default_tokenizer, save_random_backbone
 save_random_backbone("bert", PROFILES["gpu-base"], default_tokenizer("bert-base-uncased"), sys.argv[1])
 EOF
+}
+
+others() {  # every method of the bench but the baseline (the bench stage's) and sentence-transformers'
+  python -c "from bench.profiles import BASELINE, METHODS_TRAINED
+print(','.join(name for name in METHODS_TRAINED if name != BASELINE))"
 }
 
 CAPTURED=(--cuda_graphs true --torch_compile true --bf16 true --fp16 false)
@@ -108,8 +113,7 @@ EOF
       grep -h "ms/step\|FAILED" "$RESULTS/bench-eager.log" | tee -a "$SUMMARY"
       ;;
     bench-all)
-      limit bench-all python -m bench --profile gpu-base \
-        --methods adcse,mixcse,vadvcse,sarcse,simcse-16x128,sgbert-sg,sgbert-opt,adcse+mixcse \
+      limit bench-all python -m bench --profile gpu-base --methods "$(others)" \
         --cuda_graphs --eval_repeats 0 --workdir "$WORK/bench-all" --output_json "$RESULTS/bench_all_captured.json"
       grep -h "ms/step\|FAILED" "$RESULTS/bench-all.log" | tee -a "$SUMMARY"
       ;;

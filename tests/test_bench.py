@@ -223,3 +223,28 @@ def test_bench_times_the_run_script_beside_the_hand_loop_on_cpu_micro(tmp_path, 
         assert result["breakdown_s"]["batch"] > 0 and result["breakdown_s"]["step_program"] > 0
         assert result["argv"][result["argv"].index("--attn_implementation") + 1] == "eager"
     assert report["methods"]["adcse+mixcse"]["breakdown_s"]["part_hooks"] > 0  # AdCSE's after-step update
+
+
+def test_the_gpu_checks_bench_every_method_captured():
+    """scripts/gpu_checks.sh: the bench stage measures the baseline, bench-all every other method of
+    the bench (its variants, the field's methods and the composition), so a method added to the
+    registry is measured without editing the script."""
+    from bench.profiles import BASELINE, COMPOSITION, METHODS, SENTENCE_TRANSFORMERS
+
+    script = os.path.join(REPO, "scripts", "gpu_checks.sh")
+    others = (
+        subprocess.run(
+            ["bash", "-c", f'. <(sed -n "/^others()/,/^}}/p" {script}) && others'],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": REPO},
+        )
+        .stdout.strip()
+        .split(",")
+    )
+    assert sorted([BASELINE, SENTENCE_TRANSFORMERS, *others]) == sorted(METHODS)
+    assert {"esimcse", "promptbert", "cotbert", "diffcse", "sgbert-opt", COMPOSITION} <= set(others)
+    with open(script, encoding="utf-8") as f:
+        assert '--methods "$(others)"' in f.read()
